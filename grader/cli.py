@@ -1,0 +1,176 @@
+"""`cli` parses the `grader` command line and renders results; the work happens elsewhere.
+
+Exit codes: 0 grading completed (whatever the score), 1 --fail-under not met, 2 bad usage or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .curriculum import EXERCISES
+from .reports import GradeReport, to_gradescope, write_json
+from .submission import SubmissionInputError
+
+EXIT_OK, EXIT_FAIL_UNDER, EXIT_USAGE = 0, 1, 2
+STATUS_STYLE = {"done": "[green]✔ done[/]", "failing": "[red]✘ failing[/]", "not started": "[dim]○ not started[/]"}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        _die(f"{message} (see `{self.prog} --help`)")
+
+
+def _die(message: str) -> NoReturn:
+    print(f"grader: error: {message}", file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
+
+
+def _percent(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"{text} is not a percentage between 0 and 100")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="grader", description="Grade attention-kit exercises in a sandbox.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    check = commands.add_parser("check", help="grade one submission and print a score table")
+    check.add_argument("exercises", nargs="*", metavar="EXERCISE", help="exercises to grade (default: all)")
+    check.add_argument("--submission", type=Path, default=None,
+                       help="folder or .zip with the exercise files (default: exercises/)")
+    check.add_argument("--suite", choices=("public", "hidden", "all"), default=None,
+                       help="which tests to run (default: all where hidden tests are installed, else public)")
+    check.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    check.add_argument("--json", type=Path, default=None, metavar="PATH", help="write the JSON report here")
+    check.add_argument("--gradescope", type=Path, default=None, metavar="PATH",
+                       help="write Gradescope's results.json here")
+    check.add_argument("--fail-under", type=_percent, default=None, metavar="PERCENT",
+                       help="exit with 1 when the score is below this percentage")
+    check.add_argument("-v", "--verbose", action="store_true", help="list every test, not only failures")
+
+    commands.add_parser("list", help="show the curriculum: exercises, points and installed tests")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    console = Console(stderr=False, highlight=False)
+    if args.command == "list":
+        return _list(console)
+    return _check(args, console)
+
+
+def _default_submission() -> Path:
+    from .session import kit_root
+
+    local = Path("exercises")
+    return local if local.is_dir() else kit_root() / "exercises"
+
+
+def _check(args: argparse.Namespace, console: Console) -> int:
+    import torch
+
+    from . import runner
+
+    torch.set_num_threads(1)
+    submission = args.submission or _default_submission()
+    if not submission.exists():
+        _die(f"submission {str(submission)!r} does not exist: give a folder or a .zip with --submission")
+    try:
+        selection = runner.select(args.exercises, args.suite)
+        report = _run(runner, submission, selection, args.device, console)
+    except (runner.UsageError, SubmissionInputError, ValueError) as error:
+        _die(str(error))
+    try:
+        if args.json:
+            write_json(report.to_json(), args.json)
+        if args.gradescope:
+            write_json(to_gradescope(report), args.gradescope)
+    except OSError as error:
+        _die(f"cannot write the report: {error}")
+    render(report, console, verbose=args.verbose)
+    if args.fail_under is not None and report.percent < args.fail_under:
+        console.print(f"[red]Score {report.percent:.1f}% is under --fail-under {args.fail_under:g}%.[/]")
+        return EXIT_FAIL_UNDER
+    return EXIT_OK
+
+
+def _run(runner, submission: Path, selection, device: str, console: Console) -> GradeReport:  # noqa: ANN001
+    if not console.is_terminal:
+        return runner.grade(submission, selection, device=device)
+    columns = (TextColumn("Grading {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task(escape(submission.name or str(submission)), total=None)
+        return runner.grade(
+            submission, selection, device=device,
+            on_start=lambda total: progress.update(task, total=total),
+            on_test=lambda nodeid, outcome: progress.advance(task),
+        )
+
+
+def render(report: GradeReport, console: Console, *, verbose: bool = False) -> None:
+    for warning in report.warnings:
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
+    table = Table(title=f"{escape(report.submission)} · {report.suite} tests · {report.device}", title_justify="left")
+    table.add_column("Exercise")
+    table.add_column("Tests", justify="right")
+    table.add_column("Points", justify="right")
+    table.add_column("Status")
+    for exercise in report.exercises:
+        table.add_row(exercise.id, f"{exercise.passed}/{exercise.counted}",
+                      f"{exercise.score:g}/{exercise.max_score:g}", STATUS_STYLE[exercise.status])
+    table.add_section()
+    table.add_row("[bold]Total[/]", "", f"[bold]{report.score:g}/{report.max_score:g}[/]", f"{report.percent:.0f}%")
+    console.print(table)
+    for exercise in report.exercises:
+        shown = [t for t in exercise.tests if verbose or t.outcome in ("failed", "error")]
+        if exercise.status == "not started" and not verbose:
+            console.print(f"[dim]○ {exercise.id}: not implemented yet — open exercises/{exercise.id}.py[/]")
+            continue
+        for test in shown:
+            mark = "[green]✔[/]" if test.outcome == "passed" else "[red]✘[/]" if test.outcome != "skipped" else "[dim]-[/]"
+            console.print(f"{mark} [bold]{escape(test.name.split('::')[-1])}[/] [dim]({exercise.id})[/]")
+            if test.message:
+                for line in test.message.splitlines():
+                    console.print(f"    {escape(line)}", soft_wrap=True)
+    console.print(f"[dim]Graded in {report.duration_s:.1f} s, torch {report.torch}, sandbox: {report.sandbox}.[/]")
+
+
+def _list(console: Console) -> int:
+    from .runner import hidden_installed
+    from .session import kit_root
+
+    root = kit_root()
+    table = Table(title="Curriculum", title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("Exercise")
+    table.add_column("File")
+    table.add_column("Points", justify="right")
+    table.add_column("Tests")
+    for number, exercise in enumerate(EXERCISES, start=1):
+        suites = [s for s in ("public", "hidden") if (root / "tests" / s / f"test_{exercise.id}.py").is_file()]
+        table.add_row(str(number), exercise.id, f"exercises/{exercise.file}", f"{exercise.points:g}",
+                      ", ".join(suites) if suites else "[dim]not yet available[/]")
+    console.print(table)
+    if not hidden_installed(root):
+        console.print("[dim]Hidden tests are not installed in this copy of the kit.[/]")
+    return EXIT_OK
+
+
+def run() -> None:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""`curriculum` names the exercises, their files, their points and the order students meet them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Exercise:
+    id: str
+    points: float
+    needs: tuple[str, ...] = ()
+
+    @property
+    def file(self) -> str:
+        return f"{self.id}.py"
+
+
+EXERCISES: tuple[Exercise, ...] = (
+    Exercise("attention", 10),
+    Exercise("masking", 10),
+    Exercise("head_attention", 10),
+    Exercise("multi_head_attention", 15, needs=("attention", "masking")),
+    Exercise("positional_encoding", 10),
+    Exercise("sublayers", 10),
+    Exercise("encoder", 10, needs=("multi_head_attention", "sublayers")),
+    Exercise("decoder", 10, needs=("multi_head_attention", "sublayers")),
+    Exercise("transformer", 15, needs=("positional_encoding", "encoder", "decoder")),
+)
+
+BY_ID: dict[str, Exercise] = {exercise.id: exercise for exercise in EXERCISES}
+
+# Files a submission may provide; everything else in it is ignored.
+SUBMISSION_FILES: tuple[str, ...] = tuple(exercise.file for exercise in EXERCISES)
+
+
+def exercise_of_test_file(filename: str) -> str | None:
+    """`test_multi_head_attention.py` -> `multi_head_attention`; None for files of no exercise."""
+    stem = filename.removesuffix(".py")
+    if not stem.startswith("test_"):
+        return None
+    exercise_id = stem.removeprefix("test_")
+    return exercise_id if exercise_id in BY_ID else None

@@ -1,0 +1,167 @@
+"""`plugin` is the pytest side of grading: fixtures `impl`, `ref`, `device`, `seed`, and per-test metadata.
+
+Graded tests read like ordinary PyTorch:
+
+    def test_rows_sum_to_one(impl, device):
+        out, p_attn = impl.attention.attention(q, k, v)
+
+`impl` is the sandboxed submission, `ref` the reference solutions imported here, in the trusted
+process. Each test's exercise, points, seed and a short failure message are attached to the
+pytest-json-report entry, from which `scoring` computes the grade.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from .curriculum import exercise_of_test_file
+from .remote import Submission, SubmissionFailure
+from .session import GradingSession, kit_root
+
+MAX_MESSAGE_CHARS = 1500
+PRINTED_LINES = 10
+
+_SESSION = pytest.StashKey[GradingSession]()
+_MARKS = pytest.StashKey[tuple[int, int]]()
+_MESSAGE_SET = pytest.StashKey[bool]()
+_SEED = pytest.StashKey[int]()
+
+
+class PreparedSession:
+    """Passed to pytest by the `grader` command: a session whose worker is already warming up."""
+
+    def __init__(self, session: GradingSession) -> None:
+        self.session = session
+
+
+def _prepared(config: pytest.Config) -> PreparedSession | None:
+    return next((p for p in config.pluginmanager.get_plugins() if isinstance(p, PreparedSession)), None)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("grader", "grading a submission")
+    group.addoption("--submission", default=None, help="folder or .zip to grade (default: the kit's exercises/)")
+    group.addoption("--grader-device", default="auto", choices=("auto", "cpu", "cuda"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "points(n): points this test is worth inside its exercise")
+    config.addinivalue_line("markers", "call_timeout(seconds): wall-clock limit for each call into the submission")
+    torch.set_num_threads(1)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    session = config.stash.get(_SESSION, None)
+    if session is not None and _prepared(config) is None:
+        session.close()
+
+
+@pytest.fixture(scope="session")
+def grading(pytestconfig: pytest.Config) -> GradingSession:
+    if _SESSION not in pytestconfig.stash:
+        prepared = _prepared(pytestconfig)
+        if prepared is not None:
+            session = prepared.session
+        else:
+            path = pytestconfig.getoption("submission") or str(kit_root() / "exercises")
+            session = GradingSession.open(Path(path), device=pytestconfig.getoption("grader_device"))
+        pytestconfig.stash[_SESSION] = session
+    return pytestconfig.stash[_SESSION]
+
+
+@pytest.fixture
+def impl(grading: GradingSession, request: pytest.FixtureRequest) -> Iterator[Submission]:
+    """The submission under test, running in the sandboxed worker."""
+    marker = request.node.get_closest_marker("call_timeout")
+    connection = grading.connection
+    connection.call_timeout_s = float(marker.args[0]) if marker else None
+    request.node.stash[_MARKS] = connection.output_marks()
+    yield grading.impl()
+    connection.call_timeout_s = None
+    connection.release_all()
+
+
+class _Reference(types.SimpleNamespace):
+    """The `ref` fixture: `ref.attention` is solutions/attention.py, imported in this trusted process."""
+
+    def __getattr__(self, name: str) -> types.ModuleType:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name == "probes":
+            return importlib.import_module("grader.probes")
+        return importlib.import_module(f"solutions.{name}")
+
+
+@pytest.fixture(scope="session")
+def ref() -> _Reference:
+    if importlib.util.find_spec("solutions") is None:
+        pytest.skip("these tests need the reference solutions, which this copy of the kit does not include")
+    return _Reference()
+
+
+@pytest.fixture(scope="session")
+def device(grading: GradingSession) -> torch.device:
+    return torch.device(grading.device)
+
+
+@pytest.fixture
+def seed(request: pytest.FixtureRequest) -> int:
+    """A seed fixed by the test's name, so every run draws the same inputs; it goes in the report."""
+    value = int.from_bytes(hashlib.sha256(request.node.nodeid.encode()).digest()[:4], "little")
+    torch.manual_seed(value)
+    request.node.stash[_SEED] = value
+    return value
+
+
+def points_of(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("points")
+    return float(marker.args[0]) if marker else 1.0
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_json_runtest_metadata(item: pytest.Item, call: pytest.CallInfo[Any]) -> dict[str, Any]:
+    metadata: dict[str, Any] = {}
+    if call.when == "setup":
+        metadata["exercise"] = exercise_of_test_file(Path(str(item.path)).name)
+        metadata["points"] = points_of(item)
+        metadata["suite"] = Path(str(item.path)).parent.name
+    if _SEED in item.stash:
+        metadata["seed"] = item.stash[_SEED]
+    if call.excinfo is not None and not item.stash.get(_MESSAGE_SET, False):
+        item.stash[_MESSAGE_SET] = True
+        metadata["message"] = feedback(call.excinfo.value, printed=_printed(item))
+    return metadata
+
+
+def _printed(item: pytest.Item) -> str:
+    session = item.config.stash.get(_SESSION, None)
+    if session is None or _MARKS not in item.stash:
+        return ""
+    return session.connection.printed_since(item.stash[_MARKS])
+
+
+def feedback(error: BaseException, *, printed: str = "") -> str:
+    """The one short message a student sees for a failed test."""
+    if isinstance(error, (SubmissionFailure, AssertionError)):
+        message = str(error) or type(error).__name__
+    elif isinstance(error, pytest.skip.Exception):
+        message = error.msg
+    elif isinstance(error, pytest.fail.Exception):
+        message = error.msg
+    else:
+        message = f"{type(error).__name__}: {error}"
+    if len(message) > MAX_MESSAGE_CHARS:
+        message = message[:MAX_MESSAGE_CHARS] + " [...]"
+    if printed:
+        lines = printed.splitlines()[-PRINTED_LINES:]
+        message += "\nYour code printed (last lines):\n" + "\n".join(line[:200] for line in lines)
+    return message

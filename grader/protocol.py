@@ -1,0 +1,247 @@
+"""`protocol` moves plain data across the sandbox boundary: JSON headers and safetensors payloads.
+
+This module is copied into the sandbox next to the worker, so it imports only the standard
+library, torch and safetensors. Nothing here ever unpickles: a message is a JSON header plus a
+safetensors blob, and every value is rebuilt from those by this module, so what arrives on the
+trusted side is always plain data, whatever the sending process did to itself.
+
+Wire format of one message: b"GRDR", JSON length (u64 LE), blob length (u64 LE), JSON, blob.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import select
+import struct
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from safetensors.torch import load as load_tensors
+from safetensors.torch import save as save_tensors
+
+MAGIC = b"GRDR"
+_PREFIX = struct.Struct("<4sQQ")
+
+MAX_JSON_BYTES = 16 * 2**20
+MAX_BLOB_BYTES = 1024 * 2**20
+MAX_DEPTH = 32
+MAX_ITEMS = 100_000
+
+_DTYPES: dict[str, torch.dtype] = {
+    name: getattr(torch, name)
+    for name in (
+        "bool", "uint8", "int8", "int16", "int32", "int64",
+        "float16", "bfloat16", "float32", "float64",
+    )
+}
+_DTYPE_NAMES = {dtype: name for name, dtype in _DTYPES.items()}
+_PLAIN_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)
+
+
+class ProtocolError(Exception):
+    """A message broke the protocol: malformed, too large, or holding a value we refuse."""
+
+
+class PeerClosed(ProtocolError):
+    """The other side closed its end of the pipe (it exited or crashed)."""
+
+
+class Timeout(ProtocolError):
+    """No complete message arrived before the deadline."""
+
+
+# --- framing -----------------------------------------------------------------------------------
+
+
+def write_message(fd: int, header: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+    body = json.dumps(header, allow_nan=False, separators=(",", ":")).encode()
+    blob = save_tensors(tensors) if tensors else b""
+    data = _PREFIX.pack(MAGIC, len(body), len(blob)) + body + blob
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def read_message(
+    fd: int,
+    *,
+    deadline: float | None = None,
+    max_blob_bytes: int = MAX_BLOB_BYTES,
+) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """Read one message; `deadline` is a time.monotonic() value, None waits forever."""
+    magic, json_len, blob_len = _PREFIX.unpack(_read_exact(fd, _PREFIX.size, deadline))
+    if magic != MAGIC:
+        raise ProtocolError("message does not start with the protocol's magic bytes")
+    if json_len > MAX_JSON_BYTES:
+        raise ProtocolError(f"message header of {json_len} bytes is over the {MAX_JSON_BYTES} limit")
+    if blob_len > max_blob_bytes:
+        raise ProtocolError(
+            f"tensor payload of {blob_len / 2**20:.0f} MiB is over the {max_blob_bytes / 2**20:.0f} MiB limit"
+        )
+    try:
+        header = json.loads(_read_exact(fd, json_len, deadline))
+    except ValueError as error:
+        raise ProtocolError(f"message header is not valid JSON: {error}") from None
+    if not isinstance(header, dict):
+        raise ProtocolError("message header is not a JSON object")
+    blob = _read_exact(fd, blob_len, deadline) if blob_len else b""
+    try:
+        tensors = load_tensors(blob) if blob else {}
+    except Exception as error:  # safetensors raises its own error types for malformed input
+        raise ProtocolError(f"tensor payload is not valid safetensors: {error}") from None
+    return header, tensors
+
+
+def _read_exact(fd: int, size: int, deadline: float | None) -> bytes:
+    chunks: list[bytes] = []
+    remaining = size
+    while remaining:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise Timeout("no answer before the deadline")
+        chunk = os.read(fd, min(remaining, 1 << 20))
+        if not chunk:
+            raise PeerClosed("the other side closed the connection")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+# --- values ------------------------------------------------------------------------------------
+# Every JSON object in an encoded value is tagged with exactly one "$" key, so decoding is
+# unambiguous: plain dicts travel as {"$dict": [[key, value], ...]}.
+
+
+class Encoder:
+    """Turns a value into JSON plus named tensors; `on_object` encodes anything else (a handle)."""
+
+    def __init__(self, on_object: Callable[[Any], dict[str, Any]]) -> None:
+        self.tensors: dict[str, torch.Tensor] = {}
+        self._on_object = on_object
+        self._items = 0
+
+    def encode(self, value: Any, depth: int = 0) -> Any:
+        if depth > MAX_DEPTH:
+            raise ProtocolError(f"value is nested more than {MAX_DEPTH} levels deep")
+        self._items += 1
+        if self._items > MAX_ITEMS:
+            raise ProtocolError(f"value holds more than {MAX_ITEMS} items")
+        if value is None or isinstance(value, (bool, str)):
+            return value
+        if isinstance(value, int):
+            return int(value)
+        if isinstance(value, float):
+            return float(value) if math.isfinite(value) else {"$float": repr(float(value))}
+        if isinstance(value, torch.Tensor):
+            return self._tensor(value)
+        if isinstance(value, torch.dtype):
+            if value not in _DTYPE_NAMES:
+                raise ProtocolError(f"dtype {value} cannot cross the sandbox boundary")
+            return {"$dtype": _DTYPE_NAMES[value]}
+        if isinstance(value, torch.device):
+            return {"$device": str(value)}
+        if isinstance(value, (tuple, list)):
+            items = [self.encode(item, depth + 1) for item in value]
+            return items if type(value) is list else {"$tuple": items}
+        if isinstance(value, dict):
+            return {"$dict": [[self._key(key), self.encode(item, depth + 1)] for key, item in value.items()]}
+        return self._on_object(value)
+
+    def _key(self, key: Any) -> str | int:
+        if isinstance(key, (str, int)) and not isinstance(key, bool):
+            return key
+        raise ProtocolError(f"dict key {type(key).__name__} cannot cross the sandbox boundary")
+
+    def _tensor(self, tensor: torch.Tensor) -> dict[str, Any]:
+        if type(tensor) not in _PLAIN_TENSOR_TYPES:
+            raise ProtocolError(
+                f"got a {type(tensor).__name__}, a subclass of torch.Tensor: return a plain torch.Tensor"
+            )
+        if tensor.layout != torch.strided or tensor.is_meta:
+            raise ProtocolError(f"a {tensor.layout} tensor cannot cross the sandbox boundary: use a dense tensor")
+        if tensor.dtype not in _DTYPE_NAMES:
+            raise ProtocolError(f"dtype {tensor.dtype} cannot cross the sandbox boundary")
+        key = f"t{len(self.tensors)}"
+        # clone: safetensors refuses tensors that share storage, such as two views of one tensor.
+        self.tensors[key] = tensor.detach().to("cpu").clone(memory_format=torch.contiguous_format)
+        return {"$tensor": key, "device": str(tensor.device), "requires_grad": bool(tensor.requires_grad)}
+
+
+class Decoder:
+    """Rebuilds values from JSON plus named tensors; `on_handle` turns {"$handle": ...} into an object."""
+
+    def __init__(
+        self,
+        tensors: dict[str, torch.Tensor],
+        on_handle: Callable[[dict[str, Any]], Any],
+        *,
+        place: Callable[[torch.Tensor, str, bool], torch.Tensor],
+    ) -> None:
+        self._tensors = tensors
+        self._on_handle = on_handle
+        self._place = place
+
+    def decode(self, value: Any, depth: int = 0) -> Any:
+        if depth > MAX_DEPTH:
+            raise ProtocolError(f"value is nested more than {MAX_DEPTH} levels deep")
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        if isinstance(value, list):
+            return [self.decode(item, depth + 1) for item in value]
+        if not isinstance(value, dict) or len(value) == 0:
+            raise ProtocolError("malformed value in message")
+        if "$tensor" in value:
+            key = value["$tensor"]
+            if key not in self._tensors:
+                raise ProtocolError(f"message refers to a missing tensor {key!r}")
+            tensor = self._tensors[key]
+            if type(tensor) is not torch.Tensor:
+                raise ProtocolError("tensor payload did not decode to a plain torch.Tensor")
+            return self._place(tensor, str(value.get("device", "cpu")), bool(value.get("requires_grad")))
+        if "$tuple" in value:
+            return tuple(self.decode(item, depth + 1) for item in _list(value["$tuple"]))
+        if "$dict" in value:
+            pairs = _list(value["$dict"])
+            return {_pair(pair)[0]: self.decode(_pair(pair)[1], depth + 1) for pair in pairs}
+        if "$float" in value:
+            if value["$float"] not in ("nan", "inf", "-inf"):
+                raise ProtocolError("malformed float in message")
+            return float(value["$float"])
+        if "$dtype" in value:
+            if value["$dtype"] not in _DTYPES:
+                raise ProtocolError(f"unknown dtype {value['$dtype']!r} in message")
+            return _DTYPES[value["$dtype"]]
+        if "$device" in value:
+            return torch.device(parse_device(str(value["$device"])))
+        if "$handle" in value:
+            return self._on_handle(value)
+        raise ProtocolError("unknown tag in message")
+
+
+def _list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise ProtocolError("malformed value in message")
+    return value
+
+
+def _pair(value: Any) -> tuple[str | int, Any]:
+    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], (str, int))):
+        raise ProtocolError("malformed dict entry in message")
+    return value[0], value[1]
+
+
+def parse_device(text: str) -> str:
+    """Accept only "cpu", "cuda" and "cuda:N": a device string is data from the other side."""
+    if text == "cpu" or text == "cuda" or (text.startswith("cuda:") and text[5:].isdigit()):
+        return text
+    raise ProtocolError(f"unknown device {text!r} in message")
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return _DTYPE_NAMES.get(dtype, str(dtype))

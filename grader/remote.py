@@ -1,0 +1,233 @@
+"""`remote` lets trusted tests use the sandboxed submission as if it were ordinary PyTorch.
+
+`impl.attention.attention(q, k, v)` sends a request to the worker and returns plain tensors;
+objects that cannot travel (modules, classes, functions) stay in the worker and come back as
+`Remote` handles. A crash, a timeout or an exception in student code becomes an exception whose
+message is written for the student.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from . import protocol
+from .sandbox import Limits, WorkerGone, WorkerProcess, WorkerTimeout
+
+MAX_STRIKES = 2  # after this many crashes or timeouts in one function, stop calling it
+
+
+class SubmissionFailure(AssertionError):
+    """Student code failed: it raised, crashed, hung, or returned something that cannot travel."""
+
+
+class NotImplementedYet(SubmissionFailure):
+    """Student code raised NotImplementedError: the stub has not been filled in."""
+
+
+class WorkerCrash(SubmissionFailure):
+    """The worker died or hit a limit during a call; it is restarted for the next one."""
+
+
+@dataclass
+class Connection:
+    """The trusted side's link to one worker; starts it lazily and again after every crash."""
+
+    start: Callable[[], WorkerProcess]
+    limits: Limits
+    missing_files: frozenset[str] = frozenset()
+    call_timeout_s: float | None = None
+    process: WorkerProcess | None = None
+    generation: int = 0
+    _strikes: Counter[str] = field(default_factory=Counter)
+    _broken_imports: dict[str, str] = field(default_factory=dict)
+
+    def ensure_started(self) -> WorkerProcess:
+        if self.process is None:
+            self.process = self.start()
+            self.generation += 1
+        return self.process
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process = None
+
+    def output_marks(self) -> tuple[int, int]:
+        process = self.ensure_started()
+        return process.stdout.mark(), process.stderr.mark()
+
+    def printed_since(self, marks: tuple[int, int]) -> str:
+        if self.process is None:
+            return ""
+        out, err = self.process.stdout.since(marks[0]), self.process.stderr.since(marks[1])
+        return (out + err).strip()
+
+    # --- requests ------------------------------------------------------------------------------
+
+    def request(self, header: dict[str, Any], tensors: dict[str, torch.Tensor], *, what: str) -> Any:
+        if self._strikes[what] >= MAX_STRIKES:
+            raise WorkerCrash(f"{what} was not called again: it already crashed or timed out {MAX_STRIKES} times")
+        process = self.ensure_started()
+        timeout = self.call_timeout_s or self.limits.call_timeout_s
+        try:
+            reply, reply_tensors = process.exchange(header, tensors, timeout_s=timeout)
+        except WorkerTimeout as problem:
+            self._lost(what)
+            raise WorkerCrash(f"{problem} in {what}: look for an endless loop; the worker was restarted") from None
+        except WorkerGone as problem:
+            self._lost(what)
+            raise WorkerCrash(f"{problem} in {what}; the worker was restarted{self._stderr_tail(process)}") from None
+        if not reply.get("ok"):
+            raise _failure(reply.get("error"), what)
+        decoder = protocol.Decoder(reply_tensors, self._remote, place=_place)
+        try:
+            return decoder.decode(reply.get("value"))
+        except protocol.ProtocolError as error:
+            raise SubmissionFailure(f"{what} sent back something the grader refuses: {error}") from None
+
+    def _lost(self, what: str) -> None:
+        self._strikes[what] += 1
+        if self.process is not None:
+            self.process.kill()
+        self.process = None
+
+    def _stderr_tail(self, process: WorkerProcess) -> str:
+        tail = process.stderr.since(0).strip()
+        if not tail:
+            return ""
+        lines = tail.splitlines()[-8:]
+        return "\nLast lines on stderr:\n" + "\n".join(lines)
+
+    def _remote(self, value: dict[str, Any]) -> Remote:
+        handle = value["$handle"]
+        if not isinstance(handle, int):
+            raise protocol.ProtocolError("malformed handle")
+        type_name = str(value.get("type", "object"))
+        return Remote(self, handle, self.generation, type_name.rsplit(".", 1)[-1], str(value.get("kind", "object")))
+
+    def encode(self, args: Any) -> tuple[Any, dict[str, torch.Tensor]]:
+        def on_object(obj: Any) -> dict[str, Any]:
+            if isinstance(obj, Remote):
+                obj._check_alive()
+                return {"$handle": obj._handle}
+            raise TypeError(f"a {type(obj).__name__} cannot be sent to the submission: build it there instead")
+
+        encoder = protocol.Encoder(on_object)
+        return encoder.encode(args), encoder.tensors
+
+    # --- what tests use ------------------------------------------------------------------------
+
+    def import_module(self, name: str) -> Remote:
+        what = f"importing {name}.py" if name not in ("torch", "probes") else f"importing {name}"
+        if name in self._broken_imports:
+            raise SubmissionFailure(self._broken_imports[name])
+        if f"{name}.py" in self.missing_files:
+            raise SubmissionFailure(f"{name}.py was not found in the submission")
+        try:
+            return self.request({"op": "import", "name": name}, {}, what=what)
+        except SubmissionFailure as failure:
+            self._broken_imports[name] = str(failure)
+            raise
+
+    def call(self, target: Remote, args: tuple[Any, ...], kwargs: dict[str, Any], *, mode: str = "plain",
+             **extra: Any) -> Any:
+        payload, tensors = self.encode({"args": list(args), "kwargs": kwargs, **extra})
+        header = {"op": "call", "target": target._handle, "mode": mode}
+        # The encoded dict is {"$dict": [[key, value], ...]}; the worker wants the fields flat.
+        header.update({key: value for key, value in payload["$dict"]})
+        return self.request(header, tensors, what=f"{target._name}()")
+
+    def release_all(self) -> None:
+        if self.process is not None:
+            try:
+                self.request({"op": "release", "keep": []}, {}, what="cleaning up")
+            except SubmissionFailure:
+                pass
+
+
+class Remote:
+    """A handle on an object that lives in the worker; attribute access and calls go there."""
+
+    __slots__ = ("_connection", "_handle", "_generation", "_name", "_kind")
+
+    def __init__(self, connection: Connection, handle: int, generation: int, name: str, kind: str) -> None:
+        self._connection = connection
+        self._handle = handle
+        self._generation = generation
+        self._name = name
+        self._kind = kind
+
+    def _check_alive(self) -> None:
+        if self._generation != self._connection.generation or self._connection.process is None:
+            raise WorkerCrash(f"{self._name} was lost when the worker restarted after an earlier failure")
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        self._check_alive()
+        value = self._connection.request(
+            {"op": "getattr", "target": self._handle, "name": name}, {}, what=f"{self._name}.{name}"
+        )
+        if isinstance(value, Remote) and value._kind in ("callable", "class", "package"):
+            value._name = f"{self._name}.{name}"
+        return value
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self._check_alive()
+        return self._connection.call(self, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<{self._name} in the sandboxed submission>"
+
+
+class Submission:
+    """The `impl` fixture: `impl.attention` is the submission's attention.py, imported in the worker."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+
+    def __getattr__(self, name: str) -> Remote:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        module = self._connection.import_module(name)
+        module._name = name
+        return module
+
+    def __repr__(self) -> str:
+        return "<the sandboxed submission>"
+
+
+def _place(tensor: torch.Tensor, device: str, requires_grad: bool) -> torch.Tensor:
+    device = protocol.parse_device(device)
+    if device != "cpu" and not torch.cuda.is_available():
+        raise protocol.ProtocolError(f"a tensor arrived on {device}, but this process has no CUDA")
+    return tensor.to(device)
+
+
+def _failure(error: Any, what: str) -> SubmissionFailure:
+    if not isinstance(error, dict):
+        return SubmissionFailure(f"{what} failed")
+    kind = str(error.get("type", "Exception"))
+    message = str(error.get("message", ""))[:1000]
+    where = error.get("where")
+    location = ""
+    if isinstance(where, dict) and where.get("file"):
+        location = f" ({where['file']}, line {where.get('line')}"
+        location += f": {str(where['code'])[:160]})" if where.get("code") else ")"
+    if kind == "NotImplementedError":
+        detail = f": {message}" if message else ""
+        return NotImplementedYet(f"{what} is not implemented yet{detail}")
+    if kind == "ProtocolError":
+        return SubmissionFailure(f"{what} returned something that cannot leave the sandbox: {message}")
+    if kind in ("MemoryError",) or "can't allocate memory" in message or "not enough memory" in message:
+        return SubmissionFailure(f"{what} ran out of memory (the limit is per worker){location}")
+    if kind == "ModuleNotFoundError" and what.startswith("importing"):
+        return SubmissionFailure(f"{what} failed: {message}{location}")
+    if kind in ("SyntaxError", "IndentationError", "TabError"):
+        return SubmissionFailure(f"{what} failed: {kind}: {message}{location}")
+    return SubmissionFailure(f"{what} raised {kind}: {message}{location}")

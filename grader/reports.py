@@ -1,0 +1,114 @@
+"""`reports` writes a grade in the formats people and platforms read, always atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .scoring import ExerciseResult
+
+SCHEMA = "grader-report/1"
+
+
+@dataclass(frozen=True)
+class GradeReport:
+    submission: str
+    suite: str
+    device: str
+    duration_s: float
+    torch: str
+    exercises: tuple[ExerciseResult, ...]
+    sandbox: str = "none"
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def score(self) -> float:
+        return round(sum(exercise.score for exercise in self.exercises), 4)
+
+    @property
+    def max_score(self) -> float:
+        return round(sum(exercise.max_score for exercise in self.exercises), 4)
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.score / self.max_score if self.max_score else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's report (section 4), plus the extra keys `sandbox`, `warnings` and `seed`."""
+        return {
+            "schema": SCHEMA,
+            "submission": self.submission,
+            "suite": self.suite,
+            "device": self.device,
+            "score": self.score,
+            "max_score": self.max_score,
+            "duration_s": round(self.duration_s, 3),
+            "torch": self.torch,
+            "sandbox": self.sandbox,
+            "warnings": list(self.warnings),
+            "exercises": [
+                {
+                    "id": exercise.id,
+                    "score": exercise.score,
+                    "max_score": exercise.max_score,
+                    "tests": [
+                        {
+                            "name": test.name,
+                            "outcome": test.outcome,
+                            "points": test.points,
+                            "max_points": test.max_points,
+                            "message": test.message,
+                            "seed": test.seed,
+                        }
+                        for test in exercise.tests
+                    ],
+                }
+                for exercise in self.exercises
+            ],
+        }
+
+
+def to_gradescope(report: GradeReport) -> dict[str, Any]:
+    """Gradescope's results.json: one entry per test; hidden tests are shown after publishing."""
+    tests = []
+    for exercise in report.exercises:
+        for test in exercise.tests:
+            if test.outcome == "skipped":
+                continue
+            hidden = test.name.startswith("hidden/")
+            tests.append({
+                "name": f"{exercise.id}: {test.name.split('::')[-1]}",
+                "score": test.points,
+                "max_score": test.max_points,
+                "status": "passed" if test.outcome == "passed" else "failed",
+                "output": test.message,
+                "visibility": "after_published" if hidden else "visible",
+            })
+    return {
+        "score": report.score,
+        "execution_time": round(report.duration_s, 3),
+        "output": f"{report.score:g} / {report.max_score:g} points ({report.suite} suite, {report.device})",
+        "visibility": "visible",
+        "tests": tests,
+    }
+
+
+def write_json(data: dict[str, Any], path: Path) -> None:
+    """Write JSON so that readers see the old file or the new one, never half of one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, allow_nan=False)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,134 @@
+"""`scoring` turns pytest outcomes into points: per test, per exercise, and the total.
+
+A test's `points` marker is its weight inside its exercise; the weights of the tests that ran are
+scaled so that each exercise is worth exactly its points in the curriculum, whichever suites ran.
+A test that failed, errored or never ran scores 0; a skipped test does not count either way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .curriculum import BY_ID, exercise_of_test_file
+
+OUTCOMES = ("passed", "failed", "error", "skipped")
+
+
+@dataclass(frozen=True)
+class TestResult:
+    name: str
+    outcome: str
+    points: float
+    max_points: float
+    message: str
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class ExerciseResult:
+    id: str
+    score: float
+    max_score: float
+    tests: tuple[TestResult, ...]
+
+    @property
+    def passed(self) -> int:
+        return sum(test.outcome == "passed" for test in self.tests)
+
+    @property
+    def counted(self) -> int:
+        return sum(test.outcome != "skipped" for test in self.tests)
+
+    @property
+    def status(self) -> str:
+        if self.counted and self.passed == self.counted:
+            return "done"
+        if self.tests and all(
+            test.outcome == "skipped" or "is not implemented yet" in test.message for test in self.tests
+        ):
+            return "not started"
+        return "failing"
+
+
+@dataclass(frozen=True)
+class _Raw:
+    name: str
+    exercise: str
+    outcome: str
+    weight: float
+    message: str
+    seed: int | None
+
+
+def score(json_report: dict[str, Any], exercise_ids: list[str]) -> list[ExerciseResult]:
+    """Exercises in curriculum order, from a pytest-json-report report of the graded suites."""
+    raws = [_raw(test) for test in json_report.get("tests", [])]
+    broken = _broken_collections(json_report)
+    results = []
+    for exercise_id in exercise_ids:
+        mine = [raw for raw in raws if raw.exercise == exercise_id]
+        results.append(_exercise(exercise_id, mine, broken.get(exercise_id)))
+    return results
+
+
+def _raw(test: dict[str, Any]) -> _Raw:
+    metadata = test.get("metadata") or {}
+    nodeid = str(test.get("nodeid", ""))
+    outcome = str(test.get("outcome", "error"))
+    outcome = {"xfailed": "failed", "xpassed": "passed"}.get(outcome, outcome)
+    if outcome not in OUTCOMES:
+        outcome = "error"
+    message = str(metadata.get("message", ""))
+    if outcome == "skipped" and not message:
+        longrepr = (test.get("setup") or {}).get("longrepr") or ""
+        message = str(longrepr)[-300:]
+    if outcome in ("failed", "error") and not message:
+        message = "the test did not complete"
+    exercise = metadata.get("exercise") or exercise_of_test_file(Path(nodeid.split("::")[0]).name) or ""
+    return _Raw(
+        name=nodeid.removeprefix("tests/"),
+        exercise=exercise,
+        outcome=outcome,
+        weight=float(metadata.get("points", 1.0)),
+        message="" if outcome == "passed" else message,
+        seed=metadata.get("seed"),
+    )
+
+
+def _broken_collections(json_report: dict[str, Any]) -> dict[str, str]:
+    """Test files that could not even be collected: their exercise scores 0 with this message."""
+    broken: dict[str, str] = {}
+    for collector in json_report.get("collectors", []):
+        if collector.get("outcome") != "failed":
+            continue
+        exercise = exercise_of_test_file(Path(str(collector.get("nodeid", ""))).name)
+        if exercise:
+            broken[exercise] = f"the tests could not be loaded: {str(collector.get('longrepr', ''))[-400:]}"
+    return broken
+
+
+def _exercise(exercise_id: str, raws: list[_Raw], broken: str | None) -> ExerciseResult:
+    maximum = float(BY_ID[exercise_id].points)
+    counted = [raw for raw in raws if raw.outcome != "skipped"]
+    total_weight = sum(raw.weight for raw in counted)
+    if broken is not None or total_weight <= 0:
+        tests = tuple(TestResult(r.name, r.outcome, 0.0, 0.0, r.message, r.seed) for r in raws)
+        if broken is not None:
+            tests += (TestResult(f"{exercise_id} (loading tests)", "error", 0.0, maximum, broken),)
+        return ExerciseResult(exercise_id, 0.0, maximum, tests)
+    scale = maximum / total_weight
+    tests = tuple(
+        TestResult(
+            raw.name,
+            raw.outcome,
+            round(raw.weight * scale, 4) if raw.outcome == "passed" else 0.0,
+            0.0 if raw.outcome == "skipped" else round(raw.weight * scale, 4),
+            raw.message,
+            raw.seed,
+        )
+        for raw in raws
+    )
+    earned = sum(raw.weight for raw in counted if raw.outcome == "passed")
+    return ExerciseResult(exercise_id, round(maximum * earned / total_weight, 4), maximum, tests)

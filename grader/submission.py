@@ -1,0 +1,132 @@
+"""`submission` finds a submission's exercise files (folder or zip) and stages them for the worker.
+
+Only the file names in the contract are ever read; everything else a submission holds (a
+conftest.py, a copy of the tests, a sitecustomize.py) is ignored. The staged folder holds the kit's
+own `__init__.py` and `config.py` beside those files, and the worker's code.
+"""
+
+from __future__ import annotations
+
+import shutil
+import stat
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from .curriculum import SUBMISSION_FILES
+
+MAX_FILE_BYTES = 1 * 2**20
+MAX_ZIP_ENTRIES = 10_000
+MAX_ZIP_BYTES = 64 * 2**20
+WORKER_FILES = ("worker.py", "protocol.py", "probes.py")
+
+
+class SubmissionInputError(ValueError):
+    """The path given is not a submission we can read (missing, not a folder or zip, unsafe zip)."""
+
+
+@dataclass(frozen=True)
+class Submission:
+    name: str
+    files: dict[str, bytes]
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def missing(self) -> frozenset[str]:
+        return frozenset(name for name in SUBMISSION_FILES if name not in self.files)
+
+
+def load(path: Path) -> Submission:
+    """Read the exercise files of the folder or .zip at `path`."""
+    if not path.exists():
+        raise SubmissionInputError(f"submission {str(path)!r} does not exist: give a folder or a .zip")
+    if path.is_dir():
+        return _from_folder(path)
+    if zipfile.is_zipfile(path):
+        return _from_zip(path)
+    raise SubmissionInputError(f"submission {str(path)!r} is neither a folder nor a .zip file")
+
+
+def _from_folder(path: Path) -> Submission:
+    top = path / "exercises" if _holds_exercises(path / "exercises") else path
+    files: dict[str, bytes] = {}
+    notes: list[str] = []
+    for name in SUBMISSION_FILES:
+        candidate = top / name
+        if candidate.is_symlink():
+            notes.append(f"{name} is a symbolic link and was ignored")
+        elif candidate.is_file():
+            size = candidate.stat().st_size
+            if size > MAX_FILE_BYTES:
+                notes.append(f"{name} is {size} bytes, over the {MAX_FILE_BYTES} byte limit, and was ignored")
+            else:
+                files[name] = candidate.read_bytes()
+    return Submission(path.name, files, tuple(notes))
+
+
+def _holds_exercises(folder: Path) -> bool:
+    return folder.is_dir() and any((folder / name).is_file() for name in SUBMISSION_FILES)
+
+
+def _from_zip(path: Path) -> Submission:
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as error:
+        raise SubmissionInputError(f"{path.name} is not a readable zip file ({error})") from None
+    with archive:
+        entries = archive.infolist()
+        if len(entries) > MAX_ZIP_ENTRIES:
+            raise SubmissionInputError(f"{path.name} holds {len(entries)} entries, over the {MAX_ZIP_ENTRIES} limit")
+        if sum(entry.file_size for entry in entries) > MAX_ZIP_BYTES:
+            raise SubmissionInputError(f"{path.name} unpacks to more than {MAX_ZIP_BYTES // 2**20} MiB")
+        by_path: dict[PurePosixPath, zipfile.ZipInfo] = {}
+        for entry in entries:
+            name = PurePosixPath(entry.filename)
+            if name.is_absolute() or ".." in name.parts or "\\" in entry.filename:
+                raise SubmissionInputError(f"{path.name} holds an unsafe path {entry.filename!r}")
+            mode = entry.external_attr >> 16
+            if mode and (stat.S_ISLNK(mode) or not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))):
+                raise SubmissionInputError(f"{path.name} holds a link or special file {entry.filename!r}")
+            if not entry.is_dir():
+                by_path[name] = entry
+        folder = _exercise_folder(by_path)
+        files: dict[str, bytes] = {}
+        notes: list[str] = []
+        for filename in SUBMISSION_FILES:
+            entry = by_path.get(folder / filename)
+            if entry is None:
+                continue
+            if entry.file_size > MAX_FILE_BYTES:
+                notes.append(f"{filename} is over the {MAX_FILE_BYTES} byte limit and was ignored")
+                continue
+            data = archive.read(entry)
+            files[filename] = data[:MAX_FILE_BYTES]
+    return Submission(path.stem, files, tuple(notes))
+
+
+def _exercise_folder(paths: dict[PurePosixPath, zipfile.ZipInfo]) -> PurePosixPath:
+    """The folder inside the zip that holds the exercise files: top, exercises/, or one level down."""
+    candidates = [PurePosixPath("."), PurePosixPath("exercises")]
+    candidates += sorted({p.parent for p in paths if len(p.parts) >= 2 and p.name in SUBMISSION_FILES})
+    for folder in candidates:
+        if any(folder / name in paths for name in SUBMISSION_FILES):
+            return folder
+    return PurePosixPath(".")
+
+
+def stage(submission: Submission, *, kit_root: Path, into: Path) -> Path:
+    """Write the package the worker imports: `into/exercises` and `into/gradeworker`."""
+    package = into / "exercises"
+    package.mkdir(parents=True)
+    kit_exercises = kit_root / "exercises"
+    for provided in ("__init__.py", "config.py"):
+        shutil.copyfile(kit_exercises / provided, package / provided)
+    for name, data in submission.files.items():
+        (package / name).write_bytes(data)
+    worker = into / "gradeworker"
+    worker.mkdir()
+    (worker / "__init__.py").write_text('"""The grader\'s worker, staged for one sandboxed run."""\n')
+    here = Path(__file__).parent
+    for name in WORKER_FILES:
+        shutil.copyfile(here / name, worker / name)
+    return into

@@ -1,0 +1,230 @@
+"""`testing` gives graded tests their vocabulary: tensor checks whose failures read as feedback.
+
+Every helper takes the reference (a local object) and the submission (a `Remote`) alike, so a
+test states a property once and checks both sides the same way.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .remote import Remote
+
+EPS32 = torch.finfo(torch.float32).eps
+
+
+# --- comparing tensors -------------------------------------------------------------------------
+
+
+def expect_tensor(value: Any, *, name: str) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise AssertionError(f"{name} should be a torch.Tensor, got {_kind(value)}")
+    return value
+
+
+def expect_tuple(value: Any, length: int, *, name: str) -> tuple[Any, ...]:
+    if not isinstance(value, (tuple, list)) or len(value) != length:
+        raise AssertionError(f"{name} should return a tuple of {length} values, got {_kind(value)}")
+    return tuple(value)
+
+
+def assert_close(
+    actual: Any,
+    expected: torch.Tensor,
+    *,
+    atol: float,
+    rtol: float = 0.0,
+    name: str = "output",
+    hint: str = "",
+    check_dtype: bool = True,
+) -> None:
+    """Fail with a short, student-readable message: shape, dtype and NaN first, then the worst entry."""
+    actual = expect_tensor(actual, name=name)
+    suffix = f" Hint: {hint}" if hint else ""
+    if tuple(actual.shape) != tuple(expected.shape):
+        raise AssertionError(
+            f"{name} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}.{suffix}"
+        )
+    if check_dtype and actual.dtype != expected.dtype:
+        raise AssertionError(f"{name} has dtype {actual.dtype}, expected {expected.dtype} (same as the inputs).")
+    actual_d = actual.detach().to("cpu", torch.float64)
+    expected_d = expected.detach().to("cpu", torch.float64)
+    bad_nan = torch.isnan(actual_d) & ~torch.isnan(expected_d)
+    if bad_nan.any():
+        index = _index(bad_nan)
+        raise AssertionError(
+            f"{name} has {int(bad_nan.sum())} NaN value(s), first at index {index}; expected {expected_d[index].item():.6g}."
+            f"{suffix or ' Hint: look for exp() overflowing or a whole row of -inf.'}"
+        )
+    error = (actual_d - expected_d).abs()
+    error = torch.where(torch.isnan(error), torch.zeros_like(error), error)
+    error = torch.where(actual_d == expected_d, torch.zeros_like(error), error)  # equal infinities
+    excess = error - (atol + rtol * expected_d.abs())
+    if (excess > 0).any():
+        index = _index(excess == excess.max())
+        count = int((excess > 0).sum())
+        raise AssertionError(
+            f"{name} differs from the expected value at index {index}: got {actual_d[index].item():.6g}, "
+            f"expected {expected_d[index].item():.6g} (error {error[index].item():.3g}, tolerance "
+            f"{atol + rtol * abs(expected_d[index].item()):.3g}); {count} of {error.numel()} values are off.{suffix}"
+        )
+
+
+def tolerance(ref32: torch.Tensor, golden64: torch.Tensor, *, factor: float = 16.0) -> float:
+    """An absolute tolerance derived from how far a float32 reference lands from the float64 golden.
+
+    Any correct float32 computation (einsum or matmul, -inf or -1e9, softmax in float32 inside a
+    float64 run) errs by about as much as the reference does; wrong code errs by orders more.
+    """
+    err = (ref32.detach().double().cpu() - golden64.detach().double().cpu()).abs().max().item()
+    scale = max(1.0, golden64.detach().abs().max().item()) if golden64.numel() else 1.0
+    return max(factor * err, 8 * EPS32 * scale)
+
+
+def _index(mask: torch.Tensor) -> tuple[int, ...]:
+    flat = int(torch.nonzero(mask.reshape(-1))[0].item())
+    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), mask.shape)) if mask.dim() else ()
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {len(value)} values"
+    if isinstance(value, Remote):
+        return repr(value)
+    return f"a {type(value).__name__}"
+
+
+# --- asking more of a call than its value ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpCount:
+    value: Any
+    total: int
+    ops: dict[str, int] = field(default_factory=dict)
+
+
+def count_ops(fn: Any, *args: Any, **kwargs: Any) -> OpCount:
+    """Run `fn` and count the aten operations it dispatches (for "no Python loop over T" checks)."""
+    if isinstance(fn, Remote):
+        fn._check_alive()
+        result = fn._connection.call(fn, args, kwargs, mode="count_ops")
+        return OpCount(result["value"], int(result["total"]), dict(result["ops"]))
+    counts: Counter[str] = Counter()
+
+    class CountOps(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            counts[str(func.overloadpacket.__name__)] += 1
+            return func(*args, **(kwargs or {}))
+
+    with CountOps():
+        value = fn(*args, **kwargs)
+    return OpCount(value, sum(counts.values()), dict(counts))
+
+
+@dataclass(frozen=True)
+class Gradients:
+    value: Any
+    inputs: list[torch.Tensor | None]
+    parameters: dict[str, torch.Tensor | None]
+
+
+def backward(
+    fn: Any, *args: Any, grad_output: torch.Tensor, output_index: int | None = None, **kwargs: Any
+) -> Gradients:
+    """Call `fn`, backpropagate `grad_output` from its output (or output[output_index]).
+
+    Returns the gradients of every input tensor created with requires_grad=True, in order, and of
+    the parameters when `fn` is a module or one of its methods.
+    """
+    if isinstance(fn, Remote):
+        fn._check_alive()
+        result = fn._connection.call(
+            fn, args, kwargs, mode="backward", grad_output=grad_output, output_index=output_index
+        )
+        return Gradients(result["value"], list(result["input_grads"]), dict(result["param_grads"]))
+    module = fn if isinstance(fn, torch.nn.Module) else getattr(fn, "__self__", None)
+    parameters = dict(module.named_parameters()) if isinstance(module, torch.nn.Module) else {}
+    for p in parameters.values():
+        p.grad = None
+    leaves = [t for t in _tensors_in((args, kwargs)) if t.requires_grad]
+    for leaf in leaves:
+        leaf.grad = None
+    value = fn(*args, **kwargs)
+    output = value if output_index is None else value[output_index]
+    output.backward(grad_output)
+    return Gradients(value, [leaf.grad for leaf in leaves], {n: p.grad for n, p in parameters.items()})
+
+
+def _tensors_in(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _tensors_in(item)]
+    if isinstance(value, dict):
+        return [t for item in value.values() for t in _tensors_in(item)]
+    return []
+
+
+@dataclass(frozen=True)
+class ModuleInfo:
+    type: str
+    parameters: dict[str, dict[str, Any]]
+    buffers: dict[str, dict[str, Any]]
+    modules: dict[str, str]
+    training: bool
+
+
+def describe(module: Any) -> ModuleInfo:
+    """Names, shapes and dtypes of a module's parameters, buffers and submodules."""
+    if isinstance(module, Remote):
+        module._check_alive()
+        info = module._connection.request({"op": "describe", "target": module._handle}, {}, what=f"{module._name}")
+        if not info.get("is_module"):
+            raise AssertionError(f"{module._name} should be a torch.nn.Module, got {info.get('type')}")
+        return ModuleInfo(info["type"], info["parameters"], info["buffers"], info["modules"], info["training"])
+    persistent = set(module.state_dict(keep_vars=True))
+    return ModuleInfo(
+        f"{type(module).__module__}.{type(module).__qualname__}",
+        {n: {"shape": list(p.shape), "dtype": str(p.dtype).removeprefix("torch."), "requires_grad": p.requires_grad}
+         for n, p in module.named_parameters()},
+        {n: {"shape": list(b.shape), "dtype": str(b.dtype).removeprefix("torch."), "persistent": n in persistent}
+         for n, b in module.named_buffers()},
+        {n: f"{type(m).__module__}.{type(m).__qualname__}" for n, m in module.named_modules() if n},
+        module.training,
+    )
+
+
+def random_keep_mask(shape: Sequence[int], *, p_keep: float = 0.7, generator: torch.Generator | None = None,
+                     device: torch.device | str = "cpu") -> torch.Tensor:
+    """A random boolean keep mask whose every row keeps at least one key (the diagonal-ish first one)."""
+    mask = torch.rand(*shape, generator=generator) < p_keep
+    rows = ~mask.any(dim=-1, keepdim=True)
+    first = torch.zeros_like(mask)
+    first[..., 0] = True
+    return (mask | (rows & first)).to(device)
+
+
+def golden(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run a reference function on float64 copies of every floating tensor argument."""
+    return fn(*_to_double(args), **_to_double(kwargs))
+
+
+def _to_double(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.double() if value.is_floating_point() else value
+    if isinstance(value, tuple):
+        return tuple(_to_double(v) for v in value)
+    if isinstance(value, list):
+        return [_to_double(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _to_double(v) for k, v in value.items()}
+    return value

@@ -1,0 +1,251 @@
+"""`worker` imports a submission and runs, in its own sandboxed process, what the trusted side asks.
+
+Copied into the sandbox with `protocol` and `probes`; it imports only the standard library, torch
+and safetensors. Everything in this process is untrusted once the submission is imported: the
+submission can rewrite any object here, so the trusted side believes nothing it has not decoded
+and checked itself. What this file does is make honest mistakes easy to read.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import resource
+import traceback
+import types
+from collections import Counter
+from typing import Any
+
+MAX_TRACEBACK_CHARS = 4000
+
+
+def main(config: dict[str, Any]) -> None:
+    _limit_resources(config["limits"])
+    os.environ["OMP_NUM_THREADS"] = str(config.get("threads", 1))
+
+    import torch
+
+    torch.set_num_threads(int(config.get("threads", 1)))
+    from . import protocol
+
+    worker = Worker(protocol, torch, device=config["device"])
+    fd_in, fd_out = config["fd_in"], config["fd_out"]
+    protocol.write_message(fd_out, {"ok": True, "value": worker.hello()}, {})
+    while True:
+        try:
+            request, tensors = protocol.read_message(fd_in)
+        except protocol.PeerClosed:
+            return
+        header, out_tensors = worker.handle(request, tensors)
+        protocol.write_message(fd_out, header, out_tensors)
+
+
+def _limit_resources(limits: dict[str, int]) -> None:
+    for name, value in limits.items():
+        kind = getattr(resource, name)
+        _, hard = resource.getrlimit(kind)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        resource.setrlimit(kind, (value, value))
+
+
+class Worker:
+    """Holds the submission's objects behind integer handles and serves requests on them."""
+
+    def __init__(self, protocol: types.ModuleType, torch: types.ModuleType, *, device: str) -> None:
+        self.protocol = protocol
+        self.torch = torch
+        self.device = device
+        self.objects: dict[int, Any] = {}
+        self.ids: dict[int, int] = {}  # id(object) -> handle, so one object keeps one handle
+        self.next_handle = 1
+
+    def hello(self) -> dict[str, Any]:
+        return {"pid": os.getpid(), "torch": self.torch.__version__, "cuda": self.torch.cuda.is_available()}
+
+    # --- requests ------------------------------------------------------------------------------
+
+    def handle(self, request: dict[str, Any], tensors: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        encoder = self.protocol.Encoder(self._handle_of)
+        try:
+            op = request.get("op")
+            method = getattr(self, f"op_{op}", None)
+            if method is None:
+                raise ValueError(f"unknown request {op!r}")
+            value = method(request, self._decoder(tensors))
+            return {"ok": True, "value": encoder.encode(value)}, encoder.tensors
+        except BaseException as error:  # the submission may raise anything, SystemExit included
+            return {"ok": False, "error": self._describe(error)}, {}
+
+    def op_import(self, request: dict[str, Any], decoder: Any) -> Any:
+        name = str(request["name"])
+        if name == "torch":
+            return self.torch
+        if name == "probes":
+            return importlib.import_module(f"{__package__}.probes")
+        return importlib.import_module(f"exercises.{name}")
+
+    def op_getattr(self, request: dict[str, Any], decoder: Any) -> Any:
+        return getattr(self._object(request["target"]), str(request["name"]))
+
+    def op_call(self, request: dict[str, Any], decoder: Any) -> Any:
+        target = self._object(request["target"])
+        args = decoder.decode(request.get("args", []))
+        kwargs = decoder.decode(request.get("kwargs", {"$dict": []}))
+        mode = request.get("mode", "plain")
+        if mode == "plain":
+            return target(*args, **kwargs)
+        if mode == "count_ops":
+            return self._count_ops(target, args, kwargs)
+        if mode == "backward":
+            grad_output = decoder.decode(request["grad_output"])
+            return self._backward(target, args, kwargs, grad_output, request.get("output_index"))
+        raise ValueError(f"unknown call mode {mode!r}")
+
+    def op_describe(self, request: dict[str, Any], decoder: Any) -> Any:
+        target = self._object(request["target"])
+        torch = self.torch
+        if not isinstance(target, torch.nn.Module):
+            return {"type": _type_name(target), "is_module": False}
+        persistent = set(target.state_dict(keep_vars=True).keys())
+        return {
+            "type": _type_name(target),
+            "is_module": True,
+            "training": bool(target.training),
+            "parameters": {
+                name: _tensor_info(self.protocol, p) | {"requires_grad": bool(p.requires_grad)}
+                for name, p in target.named_parameters()
+            },
+            "buffers": {
+                name: _tensor_info(self.protocol, b) | {"persistent": name in persistent}
+                for name, b in target.named_buffers()
+            },
+            "modules": {name: _type_name(m) for name, m in target.named_modules() if name},
+        }
+
+    def op_release(self, request: dict[str, Any], decoder: Any) -> Any:
+        keep = set(request.get("keep", []))
+        for handle in [h for h in self.objects if h not in keep]:
+            obj = self.objects.pop(handle)
+            self.ids.pop(id(obj), None)
+        return len(self.objects)
+
+    # --- modes ---------------------------------------------------------------------------------
+
+    def _count_ops(self, target: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        counts: Counter[str] = Counter()
+
+        class CountOps(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+                counts[str(func.overloadpacket.__name__)] += 1
+                return func(*args, **(kwargs or {}))
+
+        with CountOps():
+            value = target(*args, **kwargs)
+        return {"value": value, "ops": dict(counts), "total": sum(counts.values())}
+
+    def _backward(
+        self, target: Any, args: list[Any], kwargs: dict[str, Any], grad_output: Any, output_index: int | None
+    ) -> Any:
+        torch = self.torch
+        module = target if isinstance(target, torch.nn.Module) else getattr(target, "__self__", None)
+        parameters = dict(module.named_parameters()) if isinstance(module, torch.nn.Module) else {}
+        for p in parameters.values():
+            p.grad = None
+        leaves = [a for a in _tensors_in(torch, (args, kwargs)) if a.requires_grad]
+        value = target(*args, **kwargs)
+        output = value if output_index is None else value[output_index]
+        if not isinstance(output, torch.Tensor):
+            raise TypeError(f"expected a tensor to differentiate, got {type(output).__name__}")
+        output.backward(grad_output)
+        return {
+            "value": value,
+            "input_grads": [leaf.grad for leaf in leaves],
+            "param_grads": {name: p.grad for name, p in parameters.items()},
+        }
+
+    # --- handles -------------------------------------------------------------------------------
+
+    def _handle_of(self, obj: Any) -> dict[str, Any]:
+        handle = self.ids.get(id(obj))
+        if handle is None or self.objects.get(handle) is not obj:
+            handle = self.next_handle
+            self.next_handle += 1
+            self.objects[handle] = obj
+            self.ids[id(obj)] = handle
+        return {"$handle": handle, "type": _type_name(obj), "kind": _kind(self.torch, obj)}
+
+    def _object(self, handle: Any) -> Any:
+        if handle not in self.objects:
+            raise LookupError(f"object {handle} no longer exists in the worker")
+        return self.objects[handle]
+
+    def _decoder(self, tensors: dict[str, Any]) -> Any:
+        def place(tensor: Any, device: str, requires_grad: bool) -> Any:
+            tensor = tensor.to(self.protocol.parse_device(device))
+            return tensor.requires_grad_(True) if requires_grad else tensor
+
+        def on_handle(value: dict[str, Any]) -> Any:
+            return self._object(value["$handle"])
+
+        return self.protocol.Decoder(tensors, on_handle, place=place)
+
+    def _describe(self, error: BaseException) -> dict[str, Any]:
+        frames = traceback.extract_tb(error.__traceback__)
+        submitted = [f for f in frames if "/exercises/" in f.filename.replace(os.sep, "/")]
+        where = None
+        if submitted:
+            frame = submitted[-1]
+            where = {"file": os.path.basename(frame.filename), "line": frame.lineno, "function": frame.name,
+                     "code": (frame.line or "").strip()}
+        elif isinstance(error, SyntaxError) and error.filename:
+            where = {"file": os.path.basename(error.filename), "line": error.lineno, "function": None,
+                     "code": (error.text or "").strip()}
+        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        return {
+            "type": type(error).__name__,
+            "message": _safe_str(error)[:2000],
+            "where": where,
+            "traceback": text[-MAX_TRACEBACK_CHARS:],
+        }
+
+
+def _tensors_in(torch: types.ModuleType, value: Any) -> list[Any]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _tensors_in(torch, item)]
+    if isinstance(value, dict):
+        return [t for item in value.values() for t in _tensors_in(torch, item)]
+    return []
+
+
+def _tensor_info(protocol: types.ModuleType, tensor: Any) -> dict[str, Any]:
+    return {"shape": list(tensor.shape), "dtype": protocol.dtype_name(tensor.dtype), "device": str(tensor.device)}
+
+
+def _type_name(obj: Any) -> str:
+    cls = obj if isinstance(obj, type) else type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _kind(torch: types.ModuleType, obj: Any) -> str:
+    if isinstance(obj, types.ModuleType):
+        return "package"
+    if isinstance(obj, torch.nn.Module):
+        return "module"
+    if isinstance(obj, type):
+        return "class"
+    if callable(obj):
+        return "callable"
+    return "object"
+
+
+def _safe_str(error: BaseException) -> str:
+    try:
+        return str(error)
+    except Exception:
+        return f"<{type(error).__name__} whose message could not be printed>"
+
