@@ -9,6 +9,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import NoReturn
 
 from rich.console import Console
@@ -18,6 +19,8 @@ from rich.table import Table
 
 from .curriculum import EXERCISES
 from .reports import GradeReport, to_gradescope, write_json
+from .selection import Selection, UsageError, hidden_installed, kit_root, select
+from .session import GradingSession
 from .submission import SubmissionInputError
 
 EXIT_OK, EXIT_FAIL_UNDER, EXIT_USAGE = 0, 1, 2
@@ -75,26 +78,23 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _default_submission() -> Path:
-    from .session import kit_root
-
     local = Path("exercises")
     return local if local.is_dir() else kit_root() / "exercises"
 
 
 def _check(args: argparse.Namespace, console: Console) -> int:
-    import torch
-
-    from . import runner
-
-    torch.set_num_threads(1)
     submission = args.submission or _default_submission()
     if not submission.exists():
         _die(f"submission {str(submission)!r} does not exist: give a folder or a .zip with --submission")
     try:
-        selection = runner.select(args.exercises, args.suite)
-        report = _run(runner, submission, selection, args.device, console)
-    except (runner.UsageError, SubmissionInputError, ValueError) as error:
+        selection = select(args.exercises, args.suite)
+        # Opening the session starts the worker first; the imports below then overlap with its own.
+        session = GradingSession.open(submission, device=args.device)
+    except (UsageError, SubmissionInputError, ValueError) as error:
         _die(str(error))
+    from . import runner
+
+    report = _grade(runner, session, selection, console)
     try:
         if args.json:
             write_json(report.to_json(), args.json)
@@ -109,14 +109,14 @@ def _check(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
-def _run(runner, submission: Path, selection, device: str, console: Console) -> GradeReport:  # noqa: ANN001
+def _grade(runner: ModuleType, session: GradingSession, selection: Selection, console: Console) -> GradeReport:
     if not console.is_terminal:
-        return runner.grade(submission, selection, device=device)
+        return runner.grade(session, selection)
     columns = (TextColumn("Grading {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
-        task = progress.add_task(escape(submission.name or str(submission)), total=None)
+        task = progress.add_task(escape(session.path.name or str(session.path)), total=None)
         return runner.grade(
-            submission, selection, device=device,
+            session, selection,
             on_start=lambda total: progress.update(task, total=total),
             on_test=lambda nodeid, outcome: progress.advance(task),
         )
@@ -151,9 +151,6 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False) -> N
 
 
 def _list(console: Console) -> int:
-    from .runner import hidden_installed
-    from .session import kit_root
-
     root = kit_root()
     table = Table(title="Curriculum", title_justify="left")
     table.add_column("#", justify="right")

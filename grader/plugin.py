@@ -25,7 +25,8 @@ import torch
 
 from .curriculum import exercise_of_test_file
 from .remote import Submission, SubmissionFailure
-from .session import GradingSession, kit_root
+from .selection import kit_root
+from .session import GradingSession
 
 MAX_MESSAGE_CHARS = 1500
 PRINTED_LINES = 10

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import importlib.util
 import json
 import os
 import shutil
@@ -22,11 +23,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-from . import protocol
+# No torch import at module level: the command line starts the worker before it imports torch
+# itself, so that the two imports (about a second each) run side by side.
 
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -163,6 +166,8 @@ class WorkerProcess:
         self, header: dict[str, Any], tensors: dict[str, torch.Tensor], *, timeout_s: float
     ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """Send one request and wait for its answer; kill the worker on timeout or protocol abuse."""
+        from . import protocol
+
         self.wait_ready()
         try:
             protocol.write_message(self._to_worker, header, tensors)
@@ -183,6 +188,8 @@ class WorkerProcess:
         return self.hello
 
     def _receive(self, deadline: float, timeout_s: float) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        from . import protocol
+
         try:
             return protocol.read_message(self._from_worker, deadline=deadline)
         except protocol.Timeout:
@@ -252,9 +259,12 @@ def _worker_environment() -> dict[str, str]:
 
 def _python_paths() -> list[str]:
     """Where the worker finds torch and safetensors; never the kit's own folder."""
-    import safetensors
-
-    paths = [str(Path(module.__file__).resolve().parent.parent) for module in (torch, safetensors)]
+    paths = []
+    for name in ("torch", "safetensors"):
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            raise RuntimeError(f"{name} is not installed: the grader's worker needs it")
+        paths.append(str(Path(spec.origin).resolve().parent.parent))
     paths += [p for p in site.getsitepackages() if os.path.isdir(p)]
     return list(dict.fromkeys(paths))
 
@@ -286,7 +296,7 @@ def _bwrap_command(stage: Path, device: str) -> list[str]:
         for name in ("solutions", "tests", "grader", "exercises"):
             if os.path.isdir(os.path.join(site_dir, name)):
                 command += ["--tmpfs", os.path.realpath(os.path.join(site_dir, name))]
-    if device.startswith("cuda"):
+    if device != "cpu":
         command += ["--ro-bind-try", "/sys", "/sys", "--ro-bind-try", "/usr/local/nvidia", "/usr/local/nvidia"]
         for name in sorted(os.listdir("/dev")):
             if name.startswith("nvidia"):

@@ -1,0 +1,61 @@
+"""`selection` decides which graded test files a run covers, from exercise names and a suite."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .curriculum import BY_ID, EXERCISES
+
+SUITES = ("public", "hidden", "all")
+
+
+class UsageError(ValueError):
+    """The user asked for something we cannot do; the message says what to do instead."""
+
+
+@dataclass(frozen=True)
+class Selection:
+    exercises: tuple[str, ...]
+    suite: str
+    files: tuple[Path, ...]
+
+
+def kit_root() -> Path:
+    """The folder holding exercises/, tests/ and (for instructors) solutions/."""
+    return Path(__file__).resolve().parent.parent
+
+
+def hidden_installed(root: Path | None = None) -> bool:
+    return any((root or kit_root()).joinpath("tests", "hidden").glob("test_*.py"))
+
+
+def select(exercises: list[str] | None, suite: str | None, *, root: Path | None = None) -> Selection:
+    """Which test files to run; raises UsageError for unknown exercises or suites without tests."""
+    root = root or kit_root()
+    suite = suite or ("all" if hidden_installed(root) else "public")
+    if suite not in SUITES:
+        raise UsageError(f"unknown suite {suite!r}: use public, hidden or all")
+    if suite == "hidden" and not hidden_installed(root):
+        raise UsageError("the hidden tests are not installed in this copy of the kit: use --suite public")
+    if suite == "all" and not hidden_installed(root):
+        suite = "public"
+    folders = ("public", "hidden") if suite == "all" else (suite,)
+    for name in exercises or ():
+        if name not in BY_ID:
+            known = ", ".join(exercise.id for exercise in EXERCISES)
+            raise UsageError(f"unknown exercise {name!r}: choose from {known}")
+    wanted = [exercise.id for exercise in EXERCISES if not exercises or exercise.id in exercises]
+    files: list[Path] = []
+    chosen: list[str] = []
+    for exercise_id in wanted:
+        found = [root / "tests" / folder / f"test_{exercise_id}.py" for folder in folders]
+        found = [path for path in found if path.is_file()]
+        if found:
+            files += found
+            chosen.append(exercise_id)
+        elif exercises:
+            raise UsageError(f"no {suite} tests for {exercise_id} are installed yet")
+    if not chosen:
+        raise UsageError(f"no {suite} tests are installed in {root / 'tests'}")
+    return Selection(tuple(chosen), suite, tuple(files))

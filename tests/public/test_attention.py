@@ -1,0 +1,77 @@
+"""Public tests for exercises/attention.py: shapes, properties, and the course notes' worked example.
+
+Run them with `grader check attention`. They need no reference solution: every expected value is
+either a property any correct attention has or a number printed in the course notes.
+"""
+
+import pytest
+import torch
+
+from grader.testing import assert_close, expect_tuple
+
+# Five 4-dimensional tokens from the course notes; with q = k = v = TOKENS the weights are printed there.
+TOKENS = [[1, 0, 1, 0], [0, 1, 0, 1], [1, 1, 0, 0], [0, 0, 1, 1], [1, 0.5, 0.5, 0]]
+FIRST_ROW = [0.2976, 0.1095, 0.1805, 0.1805, 0.2318]
+LAST_ROW = [0.2374, 0.1440, 0.2374, 0.1440, 0.2374]
+
+
+def inputs(device, *, batch=2, queries=12, keys=16, d_k=8, d_v=5):
+    q = torch.randn(batch, queries, d_k, device=device)
+    k = torch.randn(batch, keys, d_k, device=device)
+    v = torch.randn(batch, keys, d_v, device=device)
+    return q, k, v
+
+
+@pytest.mark.points(2)
+def test_returns_output_and_weights_with_the_right_shapes(impl, device, seed):
+    q, k, v = inputs(device)
+    output, p_attn = expect_tuple(impl.attention.attention(q, k, v), 2, name="attention()")
+    assert isinstance(output, torch.Tensor) and isinstance(p_attn, torch.Tensor), "return (output, p_attn), two tensors"
+    assert tuple(output.shape) == (2, 12, 5), (
+        f"output has shape {tuple(output.shape)}, expected (2, 12, 5) = (batch, L_q, d_v). "
+        "Hint: return (p_attn @ value, p_attn) in that order."
+    )
+    assert tuple(p_attn.shape) == (2, 12, 16), (
+        f"p_attn has shape {tuple(p_attn.shape)}, expected (2, 12, 16) = (batch, L_q, L_k)"
+    )
+
+
+@pytest.mark.points(2)
+def test_each_querys_weights_are_positive_and_sum_to_one(impl, device, seed):
+    q, k, v = inputs(device)
+    _, p_attn = expect_tuple(impl.attention.attention(q, k, v), 2, name="attention()")
+    assert bool((p_attn >= 0).all()), "p_attn has negative weights: apply softmax to the scores"
+    assert_close(
+        p_attn.sum(dim=-1), torch.ones(2, 12, device=device), atol=1e-5, name="p_attn.sum(dim=-1)",
+        hint="softmax must run over the last dim (the keys), so that each query's row sums to 1.",
+    )
+
+
+@pytest.mark.points(3)
+def test_course_notes_worked_example(impl, device):
+    x = torch.tensor(TOKENS, device=device)
+    _, p_attn = expect_tuple(impl.attention.attention(x, x, x), 2, name="attention()")
+    hint = "the scores are q @ k^T / sqrt(d_k) with d_k = 4, then softmax over each row."
+    assert_close(p_attn[..., 0, :], torch.tensor(FIRST_ROW, device=device), atol=6e-5,
+                 name="first row of p_attn", hint=hint)
+    assert_close(p_attn[..., -1, :], torch.tensor(LAST_ROW, device=device), atol=6e-5,
+                 name="last row of p_attn", hint=hint)
+
+
+@pytest.mark.points(1)
+def test_output_is_the_weighted_sum_of_values(impl, device, seed):
+    q, k, v = inputs(device)
+    output, p_attn = expect_tuple(impl.attention.attention(q, k, v), 2, name="attention()")
+    assert_close(output, p_attn @ v, atol=1e-5, name="output", hint="output = p_attn @ value.")
+
+
+@pytest.mark.points(2)
+def test_blocked_keys_get_zero_weight(impl, device, seed):
+    q, k, v = inputs(device)
+    mask = torch.ones(12, 16, dtype=torch.bool, device=device)
+    mask[:, 10:] = False  # the last six keys are blocked for every query
+    _, p_attn = expect_tuple(impl.attention.attention(q, k, v, mask=mask), 2, name="attention()")
+    assert_close(p_attn[..., 10:], torch.zeros(2, 12, 6, device=device), atol=0.0, name="weights of blocked keys",
+                 hint="mask is a keep mask: set scores where mask == 0 to -inf before the softmax.")
+    assert_close(p_attn.sum(dim=-1), torch.ones(2, 12, device=device), atol=1e-5, name="p_attn.sum(dim=-1)",
+                 hint="mask before the softmax, so the remaining weights still sum to 1.")
