@@ -132,9 +132,10 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False) -> N
     table.add_column("Status")
     for exercise in report.exercises:
         table.add_row(exercise.id, f"{exercise.passed}/{exercise.counted}",
-                      f"{exercise.score:g}/{exercise.max_score:g}", STATUS_STYLE[exercise.status])
+                      f"{_points(exercise.score)}/{_points(exercise.max_score)}", STATUS_STYLE[exercise.status])
     table.add_section()
-    table.add_row("[bold]Total[/]", "", f"[bold]{report.score:g}/{report.max_score:g}[/]", f"{report.percent:.0f}%")
+    total = f"[bold]{_points(report.score)}/{_points(report.max_score)}[/]"
+    table.add_row("[bold]Total[/]", "", total, f"{report.percent:.0f}%")
     console.print(table)
     for exercise in report.exercises:
         shown = [t for t in exercise.tests if verbose or t.outcome in ("failed", "error")]
@@ -150,6 +151,10 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False) -> N
     console.print(f"[dim]Graded in {report.duration_s:.1f} s, torch {report.torch}, sandbox: {report.sandbox}.[/]")
 
 
+def _points(value: float) -> str:
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
 def _list(console: Console) -> int:
     root = kit_root()
     table = Table(title="Curriculum", title_justify="left")
@@ -160,7 +165,7 @@ def _list(console: Console) -> int:
     table.add_column("Tests")
     for number, exercise in enumerate(EXERCISES, start=1):
         suites = [s for s in ("public", "hidden") if (root / "tests" / s / f"test_{exercise.id}.py").is_file()]
-        table.add_row(str(number), exercise.id, f"exercises/{exercise.file}", f"{exercise.points:g}",
+        table.add_row(str(number), exercise.id, exercise.file, f"{exercise.points:g}",
                       ", ".join(suites) if suites else "[dim]not yet available[/]")
     console.print(table)
     if not hidden_installed(root):
@@ -170,4 +175,15 @@ def _list(console: Console) -> int:
 
 def run() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    sys.exit(main())
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        print("grader: interrupted", file=sys.stderr)
+        code = 130
+    except Exception as error:
+        if os.environ.get("GRADER_DEBUG"):
+            raise
+        print(f"grader: internal error: {type(error).__name__}: {error} (set GRADER_DEBUG=1 for details)",
+              file=sys.stderr)
+        code = 3
+    sys.exit(code)

@@ -83,7 +83,7 @@ class Connection:
             self._lost(what)
             raise WorkerCrash(f"{problem} in {what}; the worker was restarted{self._stderr_tail(process)}") from None
         if not reply.get("ok"):
-            raise _failure(reply.get("error"), what)
+            raise _failure(reply.get("error"), what, self.limits)
         decoder = protocol.Decoder(reply_tensors, self._remote, place=_place)
         try:
             return decoder.decode(reply.get("value"))
@@ -209,7 +209,7 @@ def _place(tensor: torch.Tensor, device: str, requires_grad: bool) -> torch.Tens
     return tensor.to(device)
 
 
-def _failure(error: Any, what: str) -> SubmissionFailure:
+def _failure(error: Any, what: str, limits: Limits) -> SubmissionFailure:
     if not isinstance(error, dict):
         return SubmissionFailure(f"{what} failed")
     kind = str(error.get("type", "Exception"))
@@ -225,7 +225,9 @@ def _failure(error: Any, what: str) -> SubmissionFailure:
     if kind == "ProtocolError":
         return SubmissionFailure(f"{what} returned something that cannot leave the sandbox: {message}")
     if kind in ("MemoryError",) or "can't allocate memory" in message or "not enough memory" in message:
-        return SubmissionFailure(f"{what} ran out of memory (the limit is per worker){location}")
+        return SubmissionFailure(
+            f"{what} ran out of memory: the submission may use {limits.memory_bytes / 2**30:g} GiB{location}"
+        )
     if kind == "ModuleNotFoundError" and what.startswith("importing"):
         return SubmissionFailure(f"{what} failed: {message}{location}")
     if kind in ("SyntaxError", "IndentationError", "TabError"):

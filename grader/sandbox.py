@@ -10,6 +10,7 @@ killed.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import importlib.util
 import json
@@ -21,7 +22,6 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 _PR_SET_CHILD_SUBREAPER = 36
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Limits:
     """What one worker may use. Per-call time is enforced here; the rest by rlimits in the worker."""
 
@@ -44,6 +44,23 @@ class Limits:
     cpu_seconds: int = 1800
     file_size_bytes: int = 64 * 2**20
     output_bytes: int = 64 * 1024
+
+    @classmethod
+    def from_environment(cls) -> Limits:
+        """Defaults, overridden by GRADER_MEMORY_LIMIT_MB and GRADER_CALL_TIMEOUT_S where set."""
+        limits = cls()
+        memory = os.environ.get("GRADER_MEMORY_LIMIT_MB")
+        timeout = os.environ.get("GRADER_CALL_TIMEOUT_S")
+        try:
+            if memory:
+                limits = dataclasses.replace(limits, memory_bytes=int(memory) * 2**20)
+            if timeout:
+                limits = dataclasses.replace(limits, call_timeout_s=float(timeout))
+        except ValueError:
+            raise ValueError(
+                "GRADER_MEMORY_LIMIT_MB must be a whole number of MiB and GRADER_CALL_TIMEOUT_S a number of seconds"
+            ) from None
+        return limits
 
     def rlimits(self) -> dict[str, int]:
         # RLIMIT_DATA rather than RLIMIT_AS: torch (and CUDA above all) reserves far more address

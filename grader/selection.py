@@ -55,7 +55,8 @@ def select(exercises: list[str] | None, suite: str | None, *, root: Path | None 
             files += found
             chosen.append(exercise_id)
         elif exercises:
-            raise UsageError(f"no {suite} tests for {exercise_id} are installed yet")
+            which = "" if suite == "all" else f"{suite} "
+            raise UsageError(f"no {which}tests for {exercise_id} are installed in this copy of the kit yet")
     if not chosen:
         raise UsageError(f"no {suite} tests are installed in {root / 'tests'}")
     return Selection(tuple(chosen), suite, tuple(files))

@@ -44,7 +44,7 @@ class GradingSession:
     def open(cls, path: Path, *, device: str = "auto", limits: Limits | None = None) -> GradingSession:
         """Load and stage the submission, and start its worker at once so it warms up meanwhile."""
         opened_at = time.monotonic()
-        limits = limits or Limits()
+        limits = limits or Limits.from_environment()
         loaded = submissions.load(path)
         if device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"unknown device {device!r}: use auto, cpu or cuda")

@@ -62,6 +62,8 @@ def test_course_notes_worked_example(impl, device):
 def test_output_is_the_weighted_sum_of_values(impl, device, seed):
     q, k, v = inputs(device)
     output, p_attn = expect_tuple(impl.attention.attention(q, k, v), 2, name="attention()")
+    assert_close(p_attn.sum(dim=-1), torch.ones(2, 12, device=device), atol=1e-5, name="p_attn.sum(dim=-1)",
+                 hint="first make p_attn a softmax over the keys.")
     assert_close(output, p_attn @ v, atol=1e-5, name="output", hint="output = p_attn @ value.")
 
 
