@@ -84,8 +84,8 @@ def _from_zip(path: Path) -> Submission:
             name = PurePosixPath(entry.filename)
             if name.is_absolute() or ".." in name.parts or "\\" in entry.filename:
                 raise SubmissionInputError(f"{path.name} holds an unsafe path {entry.filename!r}")
-            mode = entry.external_attr >> 16
-            if mode and (stat.S_ISLNK(mode) or not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))):
+            kind = stat.S_IFMT(entry.external_attr >> 16)  # 0 where the zip tool recorded no file type
+            if kind and kind not in (stat.S_IFREG, stat.S_IFDIR):
                 raise SubmissionInputError(f"{path.name} holds a link or special file {entry.filename!r}")
             if not entry.is_dir():
                 by_path[name] = entry

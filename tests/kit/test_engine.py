@@ -1,0 +1,276 @@
+"""The engine's own guarantees: plain data across the boundary, safe submission loading, scoring,
+atomic reports, and a worker that survives crashes and cannot see the kit."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader import protocol
+from grader.reports import GradeReport, to_gradescope, write_json
+from grader.remote import SubmissionFailure, WorkerCrash
+from grader.sandbox import Limits, bwrap_problem
+from grader.scoring import score
+from grader.selection import UsageError, select
+from grader.session import GradingSession
+from grader.submission import SubmissionInputError, load
+
+REPO = Path(__file__).resolve().parents[2]
+needs_bwrap = pytest.mark.skipif(bwrap_problem() is not None, reason=f"no sandbox here: {bwrap_problem()}")
+
+
+# --- protocol ----------------------------------------------------------------------------------
+
+
+def roundtrip(value):
+    read_fd, write_fd = os.pipe()
+    encoder = protocol.Encoder(lambda obj: pytest.fail(f"unexpected object {obj!r}"))
+    protocol.write_message(write_fd, {"value": encoder.encode(value)}, encoder.tensors)
+    os.close(write_fd)
+    header, tensors = protocol.read_message(read_fd, deadline=None)
+    os.close(read_fd)
+    return protocol.Decoder(tensors, lambda h: pytest.fail("no handles here"),
+                            place=lambda t, device, grad: t).decode(header["value"])
+
+
+def test_values_survive_the_round_trip_exactly():
+    x = torch.randn(3, 4, dtype=torch.float64)
+    value = {"t": x, "pair": (x[0], torch.arange(3)), "empty": torch.zeros(0, 5), "dtype": torch.float32,
+             "nums": [1, 2.5, math.inf, None, True, "s"], "mask": torch.ones(2, 2, dtype=torch.bool)}
+    back = roundtrip(value)
+    assert torch.equal(back["t"], x) and back["t"].dtype == torch.float64
+    assert isinstance(back["pair"], tuple) and torch.equal(back["pair"][0], x[0])
+    assert back["empty"].shape == (0, 5) and back["dtype"] is torch.float32
+    assert back["nums"] == [1, 2.5, math.inf, None, True, "s"] and back["mask"].dtype == torch.bool
+    nan = roundtrip(float("nan"))
+    assert math.isnan(nan)
+
+
+def test_tensor_subclasses_are_refused_at_the_boundary():
+    class Agreeable(torch.Tensor):
+        pass
+
+    with pytest.raises(protocol.ProtocolError, match="subclass of torch.Tensor"):
+        protocol.Encoder(lambda obj: {}).encode(torch.zeros(2).as_subclass(Agreeable))
+
+
+def test_oversized_and_malformed_messages_are_refused():
+    read_fd, write_fd = os.pipe()
+    protocol.write_message(write_fd, {"value": 1}, {"t0": torch.zeros(1000)})
+    with pytest.raises(protocol.ProtocolError, match="over the"):
+        protocol.read_message(read_fd, max_blob_bytes=100)
+    os.write(write_fd, b"EVIL" + b"\0" * 16)
+    with pytest.raises(protocol.ProtocolError):
+        protocol.read_message(read_fd, deadline=None)
+    decoder = protocol.Decoder({}, lambda h: None, place=lambda t, d, g: t)
+    for bad in ({"$tensor": "t9"}, {"$pickle": "..."}, {"$device": "file:///etc"}, {}):
+        with pytest.raises(protocol.ProtocolError):
+            decoder.decode(bad)
+    os.close(read_fd)
+    os.close(write_fd)
+
+
+def test_a_silent_peer_times_out():
+    read_fd, write_fd = os.pipe()
+    import time
+
+    with pytest.raises(protocol.Timeout):
+        protocol.read_message(read_fd, deadline=time.monotonic() + 0.2)
+    os.close(read_fd)
+    os.close(write_fd)
+
+
+# --- submissions -------------------------------------------------------------------------------
+
+
+def test_only_exercise_files_are_read_from_a_folder(tmp_path):
+    (tmp_path / "exercises").mkdir()
+    (tmp_path / "exercises" / "attention.py").write_text("x = 1\n")
+    (tmp_path / "exercises" / "conftest.py").write_text("boom\n")
+    (tmp_path / "exercises" / "config.py").write_text("boom\n")
+    loaded = load(tmp_path)
+    assert set(loaded.files) == {"attention.py"}
+    assert "masking.py" in loaded.missing
+
+
+def test_zip_with_a_top_folder_is_found(tmp_path):
+    archive = tmp_path / "alice.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("alice-hw/exercises/attention.py", "x = 1\n")
+        z.writestr("alice-hw/notes.txt", "hi")
+    loaded = load(archive)
+    assert loaded.name == "alice" and loaded.files == {"attention.py": b"x = 1\n"}
+
+
+@pytest.mark.parametrize("entry", ["../attention.py", "/etc/attention.py", "a/../../attention.py"])
+def test_zip_entries_escaping_the_folder_are_refused(tmp_path, entry):
+    archive = tmp_path / "evil.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr(entry, "x = 1\n")
+    with pytest.raises(SubmissionInputError, match="unsafe path"):
+        load(archive)
+
+
+def test_zip_symlinks_are_refused(tmp_path):
+    archive = tmp_path / "link.zip"
+    info = zipfile.ZipInfo("attention.py")
+    info.external_attr = (0o120777 << 16)
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr(info, "/etc/passwd")
+    with pytest.raises(SubmissionInputError, match="link"):
+        load(archive)
+
+
+def test_unknown_exercise_is_a_usage_error():
+    with pytest.raises(UsageError, match="unknown exercise 'atention'"):
+        select(["atention"], None)
+
+
+# --- scoring and reports -----------------------------------------------------------------------
+
+
+def fake_pytest_report(*tests):
+    return {"tests": [{"nodeid": f"tests/{suite}/test_attention.py::{name}", "outcome": outcome,
+                       "metadata": {"exercise": "attention", "points": points, "message": "m"}}
+                      for suite, name, outcome, points in tests]}
+
+
+def test_weights_are_scaled_to_the_exercise_points_and_failures_score_zero():
+    report = fake_pytest_report(("public", "a", "passed", 2), ("public", "b", "failed", 1),
+                                ("hidden", "c", "error", 1), ("hidden", "d", "skipped", 5))
+    [attention] = score(report, ["attention"])
+    assert attention.max_score == 10 and attention.score == pytest.approx(5.0)
+    points = {t.name.split("::")[-1]: (t.points, t.max_points) for t in attention.tests}
+    assert points == {"a": (5.0, 5.0), "b": (0.0, 2.5), "c": (0.0, 2.5), "d": (0.0, 0.0)}
+
+
+def test_an_exercise_whose_tests_could_not_load_scores_zero():
+    report = {"tests": [], "collectors": [{"nodeid": "tests/hidden/test_attention.py", "outcome": "failed",
+                                           "longrepr": "SyntaxError"}]}
+    [attention] = score(report, ["attention"])
+    assert attention.score == 0 and attention.tests[-1].outcome == "error"
+
+
+def test_reports_are_written_atomically_and_gradescope_hides_hidden_tests(tmp_path):
+    report = fake_pytest_report(("public", "a", "passed", 1), ("hidden", "b", "failed", 1))
+    grade = GradeReport("sub", "all", "cpu", 1.0, torch.__version__, tuple(score(report, ["attention"])))
+    target = tmp_path / "out" / "report.json"
+    target.parent.mkdir()
+    target.write_text("old")
+    write_json(grade.to_json(), target)
+    assert json.loads(target.read_text())["score"] == 5.0
+    assert [p.name for p in target.parent.iterdir()] == ["report.json"]
+    gradescope = to_gradescope(grade)
+    assert gradescope["score"] == 5.0
+    assert [t["visibility"] for t in gradescope["tests"]] == ["visible", "after_published"]
+
+
+# --- the worker --------------------------------------------------------------------------------
+
+PROBE = textwrap.dedent('''
+    import ctypes, os, socket, torch
+
+    def attention(query, key, value, dropout=None, mask=None):
+        if query.shape[-2] == 5:
+            ctypes.string_at(0)  # crash on this one input only
+        p = (query @ key.transpose(-2, -1) / query.shape[-1] ** 0.5).softmax(-1)
+        return p @ value, p
+
+    def facts(paths):
+        seen = {p: os.path.exists(p) for p in paths}
+        try:
+            socket.create_connection(("1.1.1.1", 53), timeout=2)
+            network = True
+        except OSError:
+            network = False
+        return {"seen": seen, "network": network, "cwd": os.getcwd()}
+''')
+
+
+@pytest.fixture
+def probe_session(tmp_path):
+    (tmp_path / "attention.py").write_text(PROBE)
+    session = GradingSession.open(tmp_path, device="cpu", limits=Limits(call_timeout_s=30))
+    yield session
+    session.close()
+
+
+def test_a_crash_fails_one_call_and_the_next_call_runs_on_a_fresh_worker(probe_session):
+    impl = probe_session.impl()
+    q = torch.randn(2, 5, 4)
+    with pytest.raises(WorkerCrash, match="SIGSEGV"):
+        impl.attention.attention(q, q, q)
+    q = torch.randn(2, 6, 4)
+    output, _ = impl.attention.attention(q, q, q)
+    assert output.shape == (2, 6, 4) and probe_session.connection.generation == 2
+
+
+def test_student_exceptions_name_the_file_and_line(tmp_path):
+    (tmp_path / "attention.py").write_text("def attention(q, k, v, dropout=None, mask=None):\n    return 1 / 0\n")
+    session = GradingSession.open(tmp_path, device="cpu")
+    try:
+        with pytest.raises(SubmissionFailure, match=r"ZeroDivisionError.*attention.py, line 2"):
+            session.impl().attention.attention(torch.zeros(1), torch.zeros(1), torch.zeros(1))
+    finally:
+        session.close()
+
+
+@needs_bwrap
+def test_the_sandbox_hides_the_kit_and_the_network(probe_session):
+    kit = [str(REPO / "solutions" / "attention.py"), str(REPO / "tests"), str(REPO / "grader"), str(REPO)]
+    facts = probe_session.impl().attention.facts(kit + ["/tmp", "/sandbox/exercises/attention.py"])
+    assert facts["seen"] == {**{p: False for p in kit}, "/tmp": True, "/sandbox/exercises/attention.py": True}
+    assert facts["network"] is False
+
+
+def test_without_bubblewrap_the_grader_warns_and_still_grades(tmp_path):
+    env = {**os.environ, "GRADER_SANDBOX": "none", "OMP_NUM_THREADS": "1", "NO_COLOR": "1"}
+    run = subprocess.run([sys.executable, "-m", "grader", "check", "attention", "--submission", "solutions",
+                          "--json", str(tmp_path / "r.json")], cwd=REPO, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["score"] == 10 and report["sandbox"] == "none"
+    assert "grading is not isolated" in run.stdout
+
+
+def test_without_bubblewrap_setsid_children_are_still_killed(tmp_path):
+    marker = "KIT_ENGINE_ESCAPE_MARKER"
+    (tmp_path / "attention.py").write_text(textwrap.dedent(f'''
+        import os, subprocess, sys
+
+        def attention(query, key, value, dropout=None, mask=None):
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", "{marker}"],
+                             start_new_session=True)
+            if os.fork() == 0:
+                os.setsid()
+                if os.fork() == 0:
+                    os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(300)", "{marker}"])
+                os._exit(0)
+            raise ValueError("no attention here")
+    '''))
+    env = {**os.environ, "GRADER_SANDBOX": "none", "OMP_NUM_THREADS": "1"}
+    run = subprocess.run([sys.executable, "-m", "grader", "check", "attention", "--submission", str(tmp_path)],
+                         cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    survivors = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, marker)]
+    for pid in survivors:
+        os.kill(int(pid.name), 9)
+    assert not survivors, f"{len(survivors)} escaped processes outlived the grader"
+
+
+def _cmdline_has(proc: Path, marker: str) -> bool:
+    try:
+        return marker.encode() in (proc / "cmdline").read_bytes()
+    except OSError:
+        return False
+
