@@ -6,14 +6,13 @@ test states a property once and checks both sides the same way.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from . import instrument
 from .remote import Remote
 
 EPS32 = torch.finfo(torch.float32).eps
@@ -117,17 +116,9 @@ def count_ops(fn: Any, *args: Any, **kwargs: Any) -> OpCount:
     if isinstance(fn, Remote):
         fn._check_alive()
         result = fn._connection.call(fn, args, kwargs, mode="count_ops")
-        return OpCount(result["value"], int(result["total"]), dict(result["ops"]))
-    counts: Counter[str] = Counter()
-
-    class CountOps(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-            counts[str(func.overloadpacket.__name__)] += 1
-            return func(*args, **(kwargs or {}))
-
-    with CountOps():
-        value = fn(*args, **kwargs)
-    return OpCount(value, sum(counts.values()), dict(counts))
+    else:
+        result = instrument.count_ops(fn, list(args), kwargs)
+    return OpCount(result["value"], int(result["total"]), dict(result["ops"]))
 
 
 @dataclass(frozen=True)
@@ -150,28 +141,9 @@ def backward(
         result = fn._connection.call(
             fn, args, kwargs, mode="backward", grad_output=grad_output, output_index=output_index
         )
-        return Gradients(result["value"], list(result["input_grads"]), dict(result["param_grads"]))
-    module = fn if isinstance(fn, torch.nn.Module) else getattr(fn, "__self__", None)
-    parameters = dict(module.named_parameters()) if isinstance(module, torch.nn.Module) else {}
-    for p in parameters.values():
-        p.grad = None
-    leaves = [t for t in _tensors_in((args, kwargs)) if t.requires_grad]
-    for leaf in leaves:
-        leaf.grad = None
-    value = fn(*args, **kwargs)
-    output = value if output_index is None else value[output_index]
-    output.backward(grad_output)
-    return Gradients(value, [leaf.grad for leaf in leaves], {n: p.grad for n, p in parameters.items()})
-
-
-def _tensors_in(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for item in value for t in _tensors_in(item)]
-    if isinstance(value, dict):
-        return [t for item in value.values() for t in _tensors_in(item)]
-    return []
+    else:
+        result = instrument.backward(fn, list(args), kwargs, grad_output, output_index)
+    return Gradients(result["value"], list(result["input_grads"]), dict(result["param_grads"]))
 
 
 @dataclass(frozen=True)

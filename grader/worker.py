@@ -13,7 +13,6 @@ import os
 import resource
 import traceback
 import types
-from collections import Counter
 from typing import Any
 
 MAX_TRACEBACK_CHARS = 4000
@@ -59,6 +58,7 @@ class Worker:
         self.objects: dict[int, Any] = {}
         self.ids: dict[int, int] = {}  # id(object) -> handle, so one object keeps one handle
         self.next_handle = 1
+        self.instrument = importlib.import_module(f"{__package__}.instrument")
 
     def hello(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "torch": self.torch.__version__, "cuda": self.torch.cuda.is_available()}
@@ -96,10 +96,10 @@ class Worker:
         if mode == "plain":
             return target(*args, **kwargs)
         if mode == "count_ops":
-            return self._count_ops(target, args, kwargs)
+            return self.instrument.count_ops(target, args, kwargs)
         if mode == "backward":
             grad_output = decoder.decode(request["grad_output"])
-            return self._backward(target, args, kwargs, grad_output, request.get("output_index"))
+            return self.instrument.backward(target, args, kwargs, grad_output, request.get("output_index"))
         raise ValueError(f"unknown call mode {mode!r}")
 
     def op_describe(self, request: dict[str, Any], decoder: Any) -> Any:
@@ -129,42 +129,6 @@ class Worker:
             obj = self.objects.pop(handle)
             self.ids.pop(id(obj), None)
         return len(self.objects)
-
-    # --- modes ---------------------------------------------------------------------------------
-
-    def _count_ops(self, target: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        from torch.utils._python_dispatch import TorchDispatchMode
-
-        counts: Counter[str] = Counter()
-
-        class CountOps(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-                counts[str(func.overloadpacket.__name__)] += 1
-                return func(*args, **(kwargs or {}))
-
-        with CountOps():
-            value = target(*args, **kwargs)
-        return {"value": value, "ops": dict(counts), "total": sum(counts.values())}
-
-    def _backward(
-        self, target: Any, args: list[Any], kwargs: dict[str, Any], grad_output: Any, output_index: int | None
-    ) -> Any:
-        torch = self.torch
-        module = target if isinstance(target, torch.nn.Module) else getattr(target, "__self__", None)
-        parameters = dict(module.named_parameters()) if isinstance(module, torch.nn.Module) else {}
-        for p in parameters.values():
-            p.grad = None
-        leaves = [a for a in _tensors_in(torch, (args, kwargs)) if a.requires_grad]
-        value = target(*args, **kwargs)
-        output = value if output_index is None else value[output_index]
-        if not isinstance(output, torch.Tensor):
-            raise TypeError(f"expected a tensor to differentiate, got {type(output).__name__}")
-        output.backward(grad_output)
-        return {
-            "value": value,
-            "input_grads": [leaf.grad for leaf in leaves],
-            "param_grads": {name: p.grad for name, p in parameters.items()},
-        }
 
     # --- handles -------------------------------------------------------------------------------
 
@@ -210,16 +174,6 @@ class Worker:
             "where": where,
             "traceback": text[-MAX_TRACEBACK_CHARS:],
         }
-
-
-def _tensors_in(torch: types.ModuleType, value: Any) -> list[Any]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for item in value for t in _tensors_in(torch, item)]
-    if isinstance(value, dict):
-        return [t for item in value.values() for t in _tensors_in(torch, item)]
-    return []
 
 
 def _tensor_info(protocol: types.ModuleType, tensor: Any) -> dict[str, Any]:

@@ -1,0 +1,66 @@
+"""`instrument` asks more of a call than its value: the aten operations it dispatches, its gradients.
+
+Used on both sides of the boundary: by the worker for the submission (this file is staged into the
+sandbox, so it imports only torch) and by `testing` for the reference, so both are measured alike.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+def count_ops(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """{"value": fn(...), "ops": {aten op name: count}, "total": count}."""
+    counts: Counter[str] = Counter()
+
+    class CountOps(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            counts[str(func.overloadpacket.__name__)] += 1
+            return func(*args, **(kwargs or {}))
+
+    with CountOps():
+        value = fn(*args, **kwargs)
+    return {"value": value, "ops": dict(counts), "total": sum(counts.values())}
+
+
+def backward(
+    fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], grad_output: torch.Tensor,
+    output_index: int | None,
+) -> dict[str, Any]:
+    """Call `fn`, backpropagate `grad_output` from its output (or output[output_index]).
+
+    Returns the value, the gradients of the input tensors that require grad (in order), and those
+    of the parameters when `fn` is a module or one of its bound methods.
+    """
+    module = fn if isinstance(fn, torch.nn.Module) else getattr(fn, "__self__", None)
+    parameters = dict(module.named_parameters()) if isinstance(module, torch.nn.Module) else {}
+    for p in parameters.values():
+        p.grad = None
+    leaves = [t for t in tensors_in((args, kwargs)) if t.requires_grad]
+    for leaf in leaves:
+        leaf.grad = None
+    value = fn(*args, **kwargs)
+    output = value if output_index is None else value[output_index]
+    if not isinstance(output, torch.Tensor):
+        raise TypeError(f"expected a tensor to differentiate, got {type(output).__name__}")
+    output.backward(grad_output)
+    return {
+        "value": value,
+        "input_grads": [leaf.grad for leaf in leaves],
+        "param_grads": {name: p.grad for name, p in parameters.items()},
+    }
+
+
+def tensors_in(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in tensors_in(item)]
+    if isinstance(value, dict):
+        return [t for item in value.values() for t in tensors_in(item)]
+    return []
