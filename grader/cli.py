@@ -143,7 +143,7 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False) -> N
             console.print(f"[dim]○ {exercise.id}: not implemented yet — open exercises/{exercise.id}.py[/]")
             continue
         for test in shown:
-            mark = "[green]✔[/]" if test.outcome == "passed" else "[red]✘[/]" if test.outcome != "skipped" else "[dim]-[/]"
+            mark = {"passed": "[green]✔[/]", "skipped": "[dim]-[/]"}.get(test.outcome, "[red]✘[/]")
             console.print(f"{mark} [bold]{escape(test.name.split('::')[-1])}[/] [dim]({exercise.id})[/]")
             if test.message:
                 for line in test.message.splitlines():

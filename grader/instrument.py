@@ -19,7 +19,7 @@ def count_ops(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -
     counts: Counter[str] = Counter()
 
     class CountOps(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             counts[str(func.overloadpacket.__name__)] += 1
             return func(*args, **(kwargs or {}))
 

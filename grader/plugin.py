@@ -154,9 +154,7 @@ def feedback(error: BaseException, *, printed: str = "") -> str:
     """The one short message a student sees for a failed test."""
     if isinstance(error, (SubmissionFailure, AssertionError)):
         message = str(error) or type(error).__name__
-    elif isinstance(error, pytest.skip.Exception):
-        message = error.msg
-    elif isinstance(error, pytest.fail.Exception):
+    elif isinstance(error, (pytest.skip.Exception, pytest.fail.Exception)):
         message = error.msg
     else:
         message = f"{type(error).__name__}: {error}"

@@ -8,6 +8,7 @@ message is written for the student.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -144,16 +145,14 @@ class Connection:
 
     def release_all(self) -> None:
         if self.process is not None:
-            try:
+            with contextlib.suppress(SubmissionFailure):
                 self.request({"op": "release", "keep": []}, {}, what="cleaning up")
-            except SubmissionFailure:
-                pass
 
 
 class Remote:
     """A handle on an object that lives in the worker; attribute access and calls go there."""
 
-    __slots__ = ("_connection", "_handle", "_generation", "_name", "_kind")
+    __slots__ = ("_connection", "_generation", "_handle", "_kind", "_name")
 
     def __init__(self, connection: Connection, handle: int, generation: int, name: str, kind: str) -> None:
         self._connection = connection

@@ -24,6 +24,7 @@ from .sandbox import Limits, bwrap_problem
 from .selection import Selection, kit_root
 from .session import GradingSession
 
+
 class _Progress:
     """Reports each finished test to a callback (the command line draws a progress bar with it)."""
 

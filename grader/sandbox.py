@@ -9,6 +9,7 @@ killed.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import functools
@@ -242,15 +243,11 @@ class WorkerProcess:
     def kill(self) -> None:
         kill_tree(self.process.pid)
         for fd in (self._to_worker, self._from_worker):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
         self._to_worker = self._from_worker = -1
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
 
 
 def _drain(stream: Any, tail: OutputTail) -> None:
@@ -378,10 +375,8 @@ def kill_tree(root: int) -> None:
         if not targets:
             return
         for pid in targets:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         for pid in targets:
             _reap(pid)
         time.sleep(0.01)
@@ -405,7 +400,5 @@ def _alive(pid: int) -> bool:
 
 
 def _reap(pid: int) -> None:
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass

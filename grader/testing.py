@@ -58,7 +58,8 @@ def assert_close(
     if bad_nan.any():
         index = _index(bad_nan)
         raise AssertionError(
-            f"{name} has {int(bad_nan.sum())} NaN value(s), first at index {index}; expected {expected_d[index].item():.6g}."
+            f"{name} has {int(bad_nan.sum())} NaN value(s), first at index {index}; "
+            f"expected {expected_d[index].item():.6g}."
             f"{suffix or ' Hint: look for exp() overflowing or a whole row of -inf.'}"
         )
     error = (actual_d - expected_d).abs()

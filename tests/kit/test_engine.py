@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from grader import protocol
-from grader.reports import GradeReport, to_gradescope, write_json
 from grader.remote import SubmissionFailure, WorkerCrash
+from grader.reports import GradeReport, to_gradescope, write_json
 from grader.sandbox import Limits, bwrap_problem
 from grader.scoring import score
 from grader.selection import UsageError, select
@@ -59,7 +59,7 @@ def test_tensor_subclasses_are_refused_at_the_boundary():
     class Agreeable(torch.Tensor):
         pass
 
-    with pytest.raises(protocol.ProtocolError, match="subclass of torch.Tensor"):
+    with pytest.raises(protocol.ProtocolError, match=r"subclass of torch\.Tensor"):
         protocol.Encoder(lambda obj: {}).encode(torch.zeros(2).as_subclass(Agreeable))
 
 
@@ -227,7 +227,7 @@ def test_student_exceptions_name_the_file_and_line(tmp_path):
 @needs_bwrap
 def test_the_sandbox_hides_the_kit_and_the_network(probe_session):
     kit = [str(REPO / "solutions" / "attention.py"), str(REPO / "tests"), str(REPO / "grader"), str(REPO)]
-    facts = probe_session.impl().attention.facts(kit + ["/tmp", "/sandbox/exercises/attention.py"])
+    facts = probe_session.impl().attention.facts([*kit, "/tmp", "/sandbox/exercises/attention.py"])
     assert facts["seen"] == {**{p: False for p in kit}, "/tmp": True, "/sandbox/exercises/attention.py": True}
     assert facts["network"] is False
 
