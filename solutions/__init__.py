@@ -1,0 +1,1 @@
+"""Reference implementations of the exercises, for the grader and instructors; never shipped to students."""

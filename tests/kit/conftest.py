@@ -1,0 +1,169 @@
+"""Fixtures for the kit's own tests: run the grader's command line and read its JSON report.
+
+These tests know only the public contract (CONTRACT.md sections 3 and 4): the `grader check`
+command, its exit codes and the report it writes. They never import the grader.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+GRADE_TIMEOUT_S = 180.0
+
+# The submissions are data, not tests; one of them carries a hostile conftest.py that must
+# never be loaded into this session.
+collect_ignore = ["submissions"]
+
+OUTCOMES = {"passed", "failed", "error", "skipped"}
+NUMBER = (int, float)
+REPORT_FIELDS: dict[str, tuple[type, ...]] = {
+    "schema": (str,), "submission": (str,), "suite": (str,), "device": (str,), "score": NUMBER,
+    "max_score": NUMBER, "duration_s": NUMBER, "torch": (str,), "exercises": (list,),
+}
+EXERCISE_FIELDS: dict[str, tuple[type, ...]] = {
+    "id": (str,), "score": NUMBER, "max_score": NUMBER, "tests": (list,),
+}
+TEST_FIELDS: dict[str, tuple[type, ...]] = {
+    "name": (str,), "outcome": (str,), "points": NUMBER, "max_points": NUMBER, "message": (str,),
+}
+
+
+def _field_problems(where: str, obj: Any, fields: dict[str, tuple[type, ...]]) -> list[str]:
+    if not isinstance(obj, dict):
+        return [f"{where} is a {type(obj).__name__}, not an object"]
+    problems = []
+    for name, types in fields.items():
+        if name not in obj:
+            problems.append(f"{where} has no {name!r}")
+        elif isinstance(obj[name], bool) or not isinstance(obj[name], types):
+            problems.append(f"{where}[{name!r}] is {obj[name]!r}, not {'/'.join(t.__name__ for t in types)}")
+    return problems
+
+
+def report_problems(report: Any) -> list[str]:
+    """Every way `report` departs from CONTRACT.md section 4; empty when it follows it."""
+    problems = _field_problems("report", report, REPORT_FIELDS)
+    if problems:
+        return problems
+    if report["schema"] != "grader-report/1":
+        problems.append(f"schema is {report['schema']!r}, not 'grader-report/1'")
+    for i, exercise in enumerate(report["exercises"]):
+        where = f"exercises[{i}]"
+        problems += _field_problems(where, exercise, EXERCISE_FIELDS)
+        for j, test in enumerate(exercise.get("tests", []) if isinstance(exercise, dict) else []):
+            problems += _field_problems(f"{where}.tests[{j}]", test, TEST_FIELDS)
+            if isinstance(test, dict) and test.get("outcome") not in OUTCOMES:
+                outcome = test.get("outcome")
+                problems.append(f"{where}.tests[{j}] has outcome {outcome!r}, not one of {sorted(OUTCOMES)}")
+    if not problems and abs(report["score"] - sum(e["score"] for e in report["exercises"])) > 1e-6:
+        problems.append(f"score {report['score']} is not the sum of the exercise scores")
+    return problems
+
+
+@dataclass
+class Run:
+    """One finished (or abandoned) call of the grader's command line."""
+
+    args: list[str]
+    returncode: int | None  # None when it ran past the time bound and was killed
+    stdout: str
+    stderr: str
+    seconds: float
+    report: Any = None  # the parsed --json file, when one was asked for and written
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+    def report_problems(self) -> list[str]:
+        return report_problems(self.report)
+
+    def exercise(self, exercise_id: str) -> dict[str, Any]:
+        found = [e for e in self.report["exercises"] if e["id"] == exercise_id]
+        assert len(found) == 1, f"report lists exercise {exercise_id!r} {len(found)} times"
+        return found[0]
+
+    def lost_tests(self, exercise_id: str) -> list[dict[str, Any]]:
+        """The tests of the exercise that did not earn all their points."""
+        return [t for t in self.exercise(exercise_id)["tests"] if t["points"] < t["max_points"]]
+
+    def feedback(self, exercise_id: str) -> str:
+        """What a student reads for the exercise: one 'name: message' line per test that lost points."""
+        return "\n".join(f"{t['name']}: {t['message']}" for t in self.lost_tests(exercise_id))
+
+    def describe(self) -> str:
+        tail = (self.stderr or self.stdout)[-2000:]
+        return f"`grader {' '.join(self.args)}` exit {self.returncode} after {self.seconds:.1f} s:\n{tail}"
+
+
+class GraderCLI:
+    """The grader's command line, run from the repository root as an instructor would run it."""
+
+    def run(self, *args: str, json_path: Path | None = None, timeout: float = GRADE_TIMEOUT_S) -> Run:
+        """`python -m grader ARGS [--json JSON_PATH]`; a run past `timeout` is killed, not raised."""
+        argv = [*args, *(["--json", str(json_path)] if json_path else [])]
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "NO_COLOR": "1"}
+        start = time.monotonic()
+        # Its own session, so that a grader stuck past the bound can be killed with all it started.
+        with subprocess.Popen(
+            [sys.executable, "-m", "grader", *argv], cwd=REPO, env=env, text=True, errors="replace",
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        ) as proc:
+            try:
+                stdout, stderr = proc.communicate(timeout=timeout)
+                returncode: int | None = proc.returncode
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                stdout, stderr = proc.communicate()
+                returncode = None
+        run = Run(argv, returncode, stdout, stderr, time.monotonic() - start)
+        if json_path is not None and json_path.is_file():
+            try:
+                run.report = json.loads(json_path.read_text())
+            except ValueError as error:
+                run.report = f"unreadable JSON: {error}"
+        return run
+
+    def check(self, submission: Path, json_path: Path, exercise: str = "attention") -> Run:
+        """`grader check EXERCISE --submission SUBMISSION --json JSON_PATH`, without judging the result."""
+        return self.run("check", exercise, "--submission", str(submission), json_path=json_path)
+
+
+@pytest.fixture(scope="session")
+def grader_cli() -> GraderCLI:
+    return GraderCLI()
+
+
+@pytest.fixture
+def grade(grader_cli: GraderCLI, tmp_path: Path):
+    """Grade one submission on `attention` and insist the run itself went by the contract.
+
+    A file is graded as the submission's `attention.py`; a folder is graded as it is.
+    """
+
+    def _grade(submission: Path, exercise: str = "attention") -> Run:
+        if submission.is_file():
+            folder = tmp_path / "sub"
+            folder.mkdir()
+            shutil.copyfile(submission, folder / f"{exercise}.py")
+            submission = folder
+        run = grader_cli.check(submission, tmp_path / "report.json", exercise)
+        assert run.returncode == 0, run.describe()
+        assert run.report is not None, f"no report written to --json\n{run.describe()}"
+        problems = run.report_problems()
+        assert not problems, "report breaks the contract:\n" + "\n".join(problems)
+        return run
+
+    return _grade

@@ -1,0 +1,6 @@
+"""Hostile: never returns from attention()."""
+
+
+def attention(query, key, value, dropout=None, mask=None):
+    while True:
+        pass
