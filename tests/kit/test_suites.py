@@ -1,0 +1,41 @@
+"""Rules every graded suite keeps, checked on the test files themselves."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from grader.curriculum import BY_ID
+
+TESTS = Path(__file__).resolve().parents[1]
+PUBLIC = sorted((TESTS / "public").glob("test_*.py"))
+GRADED = PUBLIC + sorted((TESTS / "hidden").glob("test_*.py"))
+
+
+def _test_functions(path: Path) -> list[ast.FunctionDef]:
+    tree = ast.parse(path.read_text())
+    return [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")]
+
+
+@pytest.mark.parametrize("path", PUBLIC, ids=lambda p: p.name)
+def test_public_suites_never_need_the_reference_solutions(path: Path):
+    # Students get tests/public without solutions/: a public test must stand on known answers.
+    tree = ast.parse(path.read_text())
+    imports = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    modules = [a.name for n in imports if isinstance(n, ast.Import) for a in n.names]
+    modules += [n.module or "" for n in imports if isinstance(n, ast.ImportFrom)]
+    assert not [m for m in modules if m.split(".")[0] == "solutions"], f"{path.name} imports solutions"
+    users = [f.name for f in _test_functions(path) if "ref" in [a.arg for a in f.args.args]]
+    assert not users, f"{path.name}: {users} take the `ref` fixture"
+
+
+@pytest.mark.parametrize("path", GRADED, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_graded_suites_belong_to_an_exercise_and_every_test_has_points(path: Path):
+    assert path.stem.removeprefix("test_") in BY_ID, f"{path.name} names no exercise of the curriculum"
+    unweighted = [
+        f.name for f in _test_functions(path)
+        if not any("points" in ast.unparse(d) for d in f.decorator_list)
+    ]
+    assert not unweighted, f"{path.name}: {unweighted} have no @pytest.mark.points(n)"
