@@ -54,6 +54,14 @@ class Timeout(ProtocolError):
     """No complete message arrived before the deadline."""
 
 
+def preflight() -> None:
+    """Fail early, and say why, where this environment cannot move tensors at all."""
+    try:
+        load_tensors(save_tensors({"probe": torch.zeros(1)}))
+    except ImportError as error:
+        raise RuntimeError(f"safetensors cannot serialise tensors here ({error}): pip install numpy") from None
+
+
 # --- framing -----------------------------------------------------------------------------------
 
 

@@ -274,10 +274,10 @@ def _worker_environment() -> dict[str, str]:
 def _python_paths() -> list[str]:
     """Where the worker finds torch and safetensors; never the kit's own folder."""
     paths = []
-    for name in ("torch", "safetensors"):
+    for name in ("torch", "safetensors", "numpy"):
         spec = importlib.util.find_spec(name)
         if spec is None or spec.origin is None:
-            raise RuntimeError(f"{name} is not installed: the grader's worker needs it")
+            raise RuntimeError(f"{name} is not installed: the grader needs it (pip install {name})")
         paths.append(str(Path(spec.origin).resolve().parent.parent))
     paths += [p for p in site.getsitepackages() if os.path.isdir(p)]
     return list(dict.fromkeys(paths))

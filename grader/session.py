@@ -59,11 +59,13 @@ class GradingSession:
             first = start()  # before torch is imported here: the two imports then overlap
             try:
                 device = resolve_device(device)
-            except ValueError:
+                from . import protocol
+                from .remote import Connection
+
+                protocol.preflight()
+            except BaseException:
                 first.kill()
                 raise
-            from .remote import Connection
-
             connection = Connection(start, limits, missing_files=loaded.missing, process=first, generation=1)
         except BaseException:
             shutil.rmtree(stage_dir, ignore_errors=True)

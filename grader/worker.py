@@ -27,6 +27,7 @@ def main(config: dict[str, Any]) -> None:
     torch.set_num_threads(int(config.get("threads", 1)))
     from . import protocol
 
+    protocol.preflight()  # before the hello: a broken environment is a start failure, not the student's
     worker = Worker(protocol, torch, device=config["device"])
     fd_in, fd_out = config["fd_in"], config["fd_out"]
     protocol.write_message(fd_out, {"ok": True, "value": worker.hello()}, {})
