@@ -131,8 +131,11 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False) -> N
     table.add_column("Points", justify="right")
     table.add_column("Status")
     for exercise in report.exercises:
+        status = STATUS_STYLE[exercise.status]
+        if exercise.blocked_by:
+            status = f"[red]✘ blocked by {', '.join(exercise.blocked_by)}[/]"
         table.add_row(exercise.id, f"{exercise.passed}/{exercise.counted}",
-                      f"{_points(exercise.score)}/{_points(exercise.max_score)}", STATUS_STYLE[exercise.status])
+                      f"{_points(exercise.score)}/{_points(exercise.max_score)}", status)
     table.add_section()
     total = f"[bold]{_points(report.score)}/{_points(report.max_score)}[/]"
     table.add_row("[bold]Total[/]", "", total, f"{report.percent:.0f}%")

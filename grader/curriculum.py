@@ -34,6 +34,18 @@ BY_ID: dict[str, Exercise] = {exercise.id: exercise for exercise in EXERCISES}
 SUBMISSION_FILES: tuple[str, ...] = tuple(exercise.file for exercise in EXERCISES)
 
 
+def prerequisites(exercise_id: str) -> tuple[str, ...]:
+    """Every exercise `exercise_id` builds on, directly or not, in curriculum order."""
+    found: set[str] = set()
+    stack = list(BY_ID[exercise_id].needs)
+    while stack:
+        need = stack.pop()
+        if need not in found:
+            found.add(need)
+            stack.extend(BY_ID[need].needs)
+    return tuple(exercise.id for exercise in EXERCISES if exercise.id in found)
+
+
 def exercise_of_test_file(filename: str) -> str | None:
     """`test_multi_head_attention.py` -> `multi_head_attention`; None for files of no exercise."""
     stem = filename.removesuffix(".py")

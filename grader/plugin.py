@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import torch
 
-from .curriculum import exercise_of_test_file
+from .curriculum import BY_ID, exercise_of_test_file
 from .remote import Submission, SubmissionFailure
 from .selection import kit_root
 from .session import GradingSession
@@ -139,7 +139,8 @@ def pytest_json_runtest_metadata(item: pytest.Item, call: pytest.CallInfo[Any]) 
         metadata["seed"] = item.stash[_SEED]
     if call.excinfo is not None and not item.stash.get(_MESSAGE_SET, False):
         item.stash[_MESSAGE_SET] = True
-        metadata["message"] = feedback(call.excinfo.value, printed=_printed(item))
+        exercise = exercise_of_test_file(Path(str(item.path)).name)
+        metadata["message"] = feedback(call.excinfo.value, printed=_printed(item), exercise=exercise)
     return metadata
 
 
@@ -150,10 +151,14 @@ def _printed(item: pytest.Item) -> str:
     return session.connection.printed_since(item.stash[_MARKS])
 
 
-def feedback(error: BaseException, *, printed: str = "") -> str:
+def feedback(error: BaseException, *, printed: str = "", exercise: str | None = None) -> str:
     """The one short message a student sees for a failed test."""
     if isinstance(error, (SubmissionFailure, AssertionError)):
         message = str(error) or type(error).__name__
+        source = getattr(error, "file", None)
+        culprit = source.removesuffix(".py") if isinstance(source, str) else None
+        if exercise and culprit in BY_ID and culprit != exercise:
+            message = f"blocked by {culprit}: the error comes from {source}, fix it first. {message}"
     elif isinstance(error, (pytest.skip.Exception, pytest.fail.Exception)):
         message = error.msg
     else:

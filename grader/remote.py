@@ -23,7 +23,13 @@ MAX_STRIKES = 2  # after this many crashes or timeouts in one function, stop cal
 
 
 class SubmissionFailure(AssertionError):
-    """Student code failed: it raised, crashed, hung, or returned something that cannot travel."""
+    """Student code failed: it raised, crashed, hung, or returned something that cannot travel.
+
+    `file` names the submission file the error was raised in, where known, so that a failure
+    inside masking.py while testing multi_head_attention can say "blocked by masking".
+    """
+
+    file: str | None = None
 
 
 class NotImplementedYet(SubmissionFailure):
@@ -209,6 +215,14 @@ def _place(tensor: torch.Tensor, device: str, requires_grad: bool) -> torch.Tens
 
 
 def _failure(error: Any, what: str, limits: Limits) -> SubmissionFailure:
+    failure = _describe_failure(error, what, limits)
+    where = error.get("where") if isinstance(error, dict) else None
+    if isinstance(where, dict) and isinstance(where.get("file"), str):
+        failure.file = where["file"]
+    return failure
+
+
+def _describe_failure(error: Any, what: str, limits: Limits) -> SubmissionFailure:
     if not isinstance(error, dict):
         return SubmissionFailure(f"{what} failed")
     kind = str(error.get("type", "Exception"))

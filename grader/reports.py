@@ -38,7 +38,7 @@ class GradeReport:
         return 100.0 * self.score / self.max_score if self.max_score else 0.0
 
     def to_json(self) -> dict[str, Any]:
-        """The contract's report (section 4), plus the extra keys `sandbox`, `warnings` and `seed`."""
+        """The contract's report (section 4), plus extra keys `sandbox`, `warnings`, `blocked_by`, `seed`."""
         return {
             "schema": SCHEMA,
             "submission": self.submission,
@@ -55,6 +55,7 @@ class GradeReport:
                     "id": exercise.id,
                     "score": exercise.score,
                     "max_score": exercise.max_score,
+                    "blocked_by": list(exercise.blocked_by),
                     "tests": [
                         {
                             "name": test.name,

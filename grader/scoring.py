@@ -7,11 +7,11 @@ A test that failed, errored or never ran scores 0; a skipped test does not count
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .curriculum import BY_ID, exercise_of_test_file
+from .curriculum import BY_ID, exercise_of_test_file, prerequisites
 
 OUTCOMES = ("passed", "failed", "error", "skipped")
 
@@ -32,6 +32,7 @@ class ExerciseResult:
     score: float
     max_score: float
     tests: tuple[TestResult, ...]
+    blocked_by: tuple[str, ...] = ()
 
     @property
     def passed(self) -> int:
@@ -70,7 +71,27 @@ def score(json_report: dict[str, Any], exercise_ids: list[str]) -> list[Exercise
     for exercise_id in exercise_ids:
         mine = [raw for raw in raws if raw.exercise == exercise_id]
         results.append(_exercise(exercise_id, mine, broken.get(exercise_id)))
-    return results
+    return _mark_blocked(results)
+
+
+def _mark_blocked(results: list[ExerciseResult]) -> list[ExerciseResult]:
+    """Point failures at a prerequisite that fails in the same run: the place to look first."""
+    failing = {result.id for result in results if result.score < result.max_score}
+    marked = []
+    for result in results:
+        blockers = tuple(need for need in prerequisites(result.id) if need in failing)
+        if not blockers or result.id not in failing:
+            marked.append(result)
+            continue
+        names = ", ".join(blockers)
+        note = f"blocked by {names}: it fails its own tests and {result.id} builds on it, so fix it first. "
+        tests = tuple(
+            replace(test, message=note + test.message)
+            if test.outcome in ("failed", "error") and not test.message.startswith("blocked by") else test
+            for test in result.tests
+        )
+        marked.append(replace(result, tests=tests, blocked_by=blockers))
+    return marked
 
 
 def _raw(test: dict[str, Any]) -> _Raw:

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from grader import protocol
+from grader.plugin import feedback
 from grader.remote import SubmissionFailure, WorkerCrash
 from grader.reports import GradeReport, to_gradescope, write_json
 from grader.sandbox import Limits, bwrap_problem
@@ -158,6 +159,24 @@ def test_an_exercise_whose_tests_could_not_load_scores_zero():
                                            "longrepr": "SyntaxError"}]}
     [attention] = score(report, ["attention"])
     assert attention.score == 0 and attention.tests[-1].outcome == "error"
+
+
+def test_failures_point_at_a_failing_prerequisite():
+    report = {"tests": [
+        {"nodeid": "tests/public/test_masking.py::a", "outcome": "failed", "metadata": {"message": "bad mask"}},
+        {"nodeid": "tests/public/test_multi_head_attention.py::b", "outcome": "failed", "metadata": {"message": "m"}},
+        {"nodeid": "tests/public/test_head_attention.py::c", "outcome": "failed", "metadata": {"message": "h"}},
+    ]}
+    masking, head, mha = score(report, ["masking", "head_attention", "multi_head_attention"])
+    assert mha.blocked_by == ("masking",) and mha.tests[0].message.startswith("blocked by masking")
+    assert masking.blocked_by == () and head.blocked_by == () and head.tests[0].message == "h"
+
+
+def test_an_error_raised_in_another_exercise_file_is_blamed_on_it():
+    failure = SubmissionFailure("multi_head_attention.MultiHeadAttention() raised ValueError: x")
+    failure.file = "masking.py"
+    assert feedback(failure, exercise="multi_head_attention").startswith("blocked by masking")
+    assert not feedback(failure, exercise="masking").startswith("blocked by")
 
 
 def test_reports_are_written_atomically_and_gradescope_hides_hidden_tests(tmp_path):
