@@ -72,6 +72,8 @@ def grade(
             "-c", str(kit_root() / "pyproject.toml"),
             "-o", "addopts=",
             "--import-mode=importlib",
+            # Graded asserts carry their own feedback; pytest's rewritten diff would only clutter it.
+            "--assert=plain",
             # Plugins are named, never auto-loaded: a third-party pytest plugin installed on the
             # machine has no say in a grade, and rewriting its asserts cost seconds.
             "-p", "pytest_jsonreport.plugin",

@@ -6,6 +6,8 @@ test states a property once and checks both sides the same way.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,16 +65,18 @@ def assert_close(
             f"{suffix or ' Hint: look for exp() overflowing or a whole row of -inf.'}"
         )
     error = (actual_d - expected_d).abs()
-    error = torch.where(torch.isnan(error), torch.zeros_like(error), error)
     error = torch.where(actual_d == expected_d, torch.zeros_like(error), error)  # equal infinities
-    excess = error - (atol + rtol * expected_d.abs())
+    error = torch.where(torch.isnan(error), torch.full_like(error, math.inf), error)  # inf vs -inf, or NaN
+    error = torch.where(torch.isnan(actual_d) & torch.isnan(expected_d), torch.zeros_like(error), error)
+    allowed = atol + rtol * torch.where(torch.isfinite(expected_d), expected_d.abs(), torch.zeros_like(error))
+    excess = error - allowed
     if (excess > 0).any():
         index = _index(excess == excess.max())
         count = int((excess > 0).sum())
         raise AssertionError(
             f"{name} differs from the expected value at index {index}: got {actual_d[index].item():.6g}, "
             f"expected {expected_d[index].item():.6g} (error {error[index].item():.3g}, tolerance "
-            f"{atol + rtol * abs(expected_d[index].item()):.3g}); {count} of {error.numel()} values are off.{suffix}"
+            f"{allowed[index].item():.3g}); {count} of {error.numel()} values are off.{suffix}"
         )
 
 

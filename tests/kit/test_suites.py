@@ -39,3 +39,11 @@ def test_graded_suites_belong_to_an_exercise_and_every_test_has_points(path: Pat
         if not any("points" in ast.unparse(d) for d in f.decorator_list)
     ]
     assert not unweighted, f"{path.name}: {unweighted} have no @pytest.mark.points(n)"
+
+
+@pytest.mark.parametrize("path", GRADED, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_graded_assert_explains_itself(path: Path):
+    # Graded suites run with --assert=plain: a bare `assert` would tell the student nothing.
+    bare = [node.lineno for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Assert)
+            and node.msg is None]
+    assert not bare, f"{path.name}: asserts without a message on lines {bare}"

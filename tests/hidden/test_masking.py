@@ -1,0 +1,166 @@
+"""Hidden tests for exercises/masking.py: agreement with float64 goldens, vectorisation, mask patterns.
+
+`causal_average` is compared with its loop definition run in float64; `weight_mask_and_normalization`
+with the float64 golden of the reference. Each tolerance is derived from how far the float32
+reference lands from that golden on the same inputs. Vectorisation is judged by the number of aten
+operations a call dispatches, which must not grow with T.
+"""
+
+import contextlib
+
+import pytest
+import torch
+
+from grader.remote import NotImplementedYet, SubmissionFailure
+from grader.testing import assert_close, count_ops, expect_tensor, golden, tolerance
+
+AVERAGE_SHAPES = {"B1 T1 C1": (1, 1, 1), "B2 T5 C3": (2, 5, 3), "B3 T17 C4": (3, 17, 4), "B2 T64 C6": (2, 64, 6)}
+LEADING = {"no leading dims": (), "batch": (3,), "batch and heads": (2, 3), "three leading dims": (2, 1, 3)}
+LENGTHS = [1, 2, 7, 33]
+AVERAGE_HINT = "out[:, t] is the mean of x[:, 0..t]: weights with 1/(t+1) in columns 0..t of row t, then weights @ x."
+
+
+@contextlib.contextmanager
+def hint_on_crash(hint: str):
+    """Add a hint to the message when the submission raises (its own error names only the symptom)."""
+    try:
+        yield
+    except NotImplementedYet:
+        raise
+    except SubmissionFailure as failure:
+        raise SubmissionFailure(f"{failure} Hint: {hint}") from None
+
+
+def loop_definition(x: torch.Tensor) -> torch.Tensor:
+    """causal_average by its definition, one position at a time (version 1 of the docstring)."""
+    return torch.stack([x[:, : t + 1].mean(dim=1) for t in range(x.size(1))], dim=1)
+
+
+def check_average(impl, ref, x: torch.Tensor, *, hint: str = AVERAGE_HINT) -> None:
+    expected = loop_definition(x.double())
+    atol = tolerance(ref.masking.causal_average(x.float()), expected)
+    assert_close(impl.masking.causal_average(x), expected.to(x.dtype), atol=atol, name="causal_average(x)", hint=hint)
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("shape", AVERAGE_SHAPES.values(), ids=AVERAGE_SHAPES.keys())
+def test_causal_average_matches_the_loop_definition(impl, ref, device, seed, shape):
+    check_average(impl, ref, torch.randn(*shape, device=device))
+
+
+@pytest.mark.points(1)
+def test_causal_average_float64_in_float64_out(impl, ref, device, seed):
+    check_average(impl, ref, torch.randn(2, 9, 3, dtype=torch.float64, device=device),
+                  hint="build the weights with dtype=x.dtype and device=x.device.")
+
+
+@pytest.mark.points(4)
+def test_causal_average_is_vectorised(impl, ref, device, seed):
+    short, long = torch.randn(2, 8, 4, device=device), torch.randn(2, 64, 4, device=device)
+    at_8, at_64 = count_ops(impl.masking.causal_average, short), count_ops(impl.masking.causal_average, long)
+    expected = loop_definition(long.double())
+    assert_close(at_64.value, expected.float(), atol=tolerance(ref.masking.causal_average(long), expected),
+                 name="causal_average(x) at T=64", hint="get the values right first: " + AVERAGE_HINT)
+    if at_64.total > at_8.total + 4:
+        reference = count_ops(ref.masking.causal_average, short).total  # only now: the first count costs ~1 s
+        raise AssertionError(
+            f"causal_average dispatched {at_8.total} torch operations at T=8 and {at_64.total} at T=64: its work "
+            f"grows with T, so it loops over the positions (the reference runs {reference} at any T). Hint: build "
+            "the (T, T) weight matrix once and replace the loop by one matrix product, weights @ x."
+        )
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("leading", LEADING.values(), ids=LEADING.keys())
+def test_weight_mask_and_normalization_matches_golden(impl, ref, device, seed, leading):
+    weight = torch.randn(*leading, 7, 7, device=device)
+    expected = golden(ref.masking.weight_mask_and_normalization, weight)
+    atol = tolerance(ref.masking.weight_mask_and_normalization(weight), expected)
+    hint = ("mask the last two dims with a (T, T) tril keep mask, T = weight.size(-1) (it broadcasts over the leading "
+            "dims), then softmax over dim=-1.")
+    with hint_on_crash(hint):
+        out = impl.masking.weight_mask_and_normalization(weight)
+    assert_close(out, expected.float(), atol=atol, name="weight_mask_and_normalization(weight)", hint=hint)
+
+
+@pytest.mark.points(1)
+def test_weights_above_the_diagonal_are_exactly_zero_and_rows_sum_to_one(impl, device, seed):
+    weight = torch.randn(2, 3, 9, 9, device=device)
+    with hint_on_crash("T = weight.size(-1); a (T, T) mask broadcasts over the leading dims."):
+        out = expect_tensor(impl.masking.weight_mask_and_normalization(weight), name="weight_mask_and_normalization()")
+    upper = torch.ones(9, 9, dtype=torch.bool, device=device).triu(diagonal=1).expand(2, 3, 9, 9)
+    assert_close(out.masked_fill(~upper, 0.0) if out.shape == upper.shape else out,
+                 torch.zeros(2, 3, 9, 9, device=device), atol=0.0, name="the weights above the diagonal",
+                 hint="block them with -inf before the softmax.")
+    assert_close(out.sum(dim=-1), torch.ones(2, 3, 9, device=device), atol=1e-5, name="the row sums",
+                 hint="softmax over the last dim, so that each row sums to 1.")
+
+
+@pytest.mark.points(1)
+def test_weight_mask_and_normalization_float64_in_float64_out(impl, ref, device, seed):
+    weight = torch.randn(3, 6, 6, dtype=torch.float64, device=device)
+    expected = ref.masking.weight_mask_and_normalization(weight)
+    atol = tolerance(ref.masking.weight_mask_and_normalization(weight.float()), expected)
+    assert_close(impl.masking.weight_mask_and_normalization(weight), expected, atol=atol,
+                 name="weight_mask_and_normalization(weight)", hint="keep the dtype of the input.")
+
+
+@pytest.mark.points(1)
+def test_large_scores_give_no_nan(impl, ref, device, seed):
+    weight = torch.randn(2, 8, 8, device=device) * 100.0
+    expected = golden(ref.masking.weight_mask_and_normalization, weight)
+    atol = tolerance(ref.masking.weight_mask_and_normalization(weight), expected)
+    assert_close(impl.masking.weight_mask_and_normalization(weight), expected.float(), atol=atol,
+                 name="weight_mask_and_normalization(100 * weight)",
+                 hint="use torch.softmax (it subtracts the row max); exp() of large scores overflows to inf.")
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("seq_len", LENGTHS, ids=[f"L{n}" for n in LENGTHS])
+def test_look_ahead_mask_is_nonzero_exactly_where_column_le_row(impl, seq_len):
+    name = f"create_look_ahead_mask({seq_len})"
+    mask = expect_tensor(impl.masking.create_look_ahead_mask(seq_len), name=name)
+    expected = torch.ones(seq_len, seq_len, dtype=torch.bool).tril().view(1, 1, seq_len, seq_len)
+    assert_close((mask != 0).cpu(), expected, atol=0.0, name=f"({name} != 0)",
+                 hint="a (1, 1, L, L) keep mask: nonzero (kept) on and below the diagonal, 0 above it; torch.tril "
+                      "keeps the diagonal with its default diagonal=0.")
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("seq_len", LENGTHS, ids=[f"L{n}" for n in LENGTHS])
+def test_causal_mask_is_zero_on_and_below_the_diagonal_and_minus_infinity_above(impl, seq_len):
+    name = f"causal_mask({seq_len})"
+    mask = expect_tensor(impl.masking.causal_mask(seq_len), name=name).cpu()
+    shape = (1, 1, seq_len, seq_len)
+    if tuple(mask.shape) != shape:
+        raise AssertionError(f"{name} has shape {tuple(mask.shape)}, expected {shape}: the two leading 1s broadcast "
+                             "over batch and heads.")
+    if not mask.is_floating_point():
+        raise AssertionError(f"{name} has dtype {mask.dtype}, expected a float dtype: it holds -inf.")
+    above = torch.ones(shape, dtype=torch.bool).triu(diagonal=1)
+    assert_close(mask.masked_fill(above, 0.0), torch.zeros(shape, dtype=mask.dtype), atol=0.0,
+                 name=f"{name} on and below the diagonal",
+                 hint="0 where attending is allowed (column <= row): torch.triu(full of -inf, diagonal=1) keeps the "
+                      "diagonal at 0.")
+    leaks = above & ~(mask <= -1e9)  # -1e9 blocks as surely as -inf
+    if leaks.any():
+        row, col = (int(i) for i in leaks[0, 0].nonzero()[0])
+        raise AssertionError(f"{name}[0, 0, {row}, {col}] is {mask[0, 0, row, col].item():g}, expected -inf: above the "
+                             "diagonal (column > row) the future must be blocked, and adding -inf to a score is what "
+                             "blocks it.")
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("seq_len", [2, 5, 16], ids=["L2", "L5", "L16"])
+def test_keep_mask_and_additive_mask_give_the_same_softmax(impl, device, seed, seq_len):
+    scores = torch.randn(2, 3, seq_len, seq_len, device=device)
+    keep = expect_tensor(impl.masking.create_look_ahead_mask(seq_len), name="create_look_ahead_mask()").to(device)
+    additive = expect_tensor(impl.masking.causal_mask(seq_len), name="causal_mask()").to(device, scores.dtype)
+    causal = torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()
+    expected = scores.masked_fill(~causal, float("-inf")).softmax(dim=-1)
+    assert_close(scores.masked_fill(keep == 0, float("-inf")).softmax(dim=-1), expected, atol=1e-6,
+                 name="softmax(scores.masked_fill(look_ahead_mask == 0, -inf))",
+                 hint="the keep mask must keep exactly the past and the present (column <= row).")
+    assert_close((scores + additive).softmax(dim=-1), expected, atol=1e-6, name="softmax(scores + causal_mask)",
+                 hint="adding the causal mask must block the same entries the keep mask blocks: 0 where kept, "
+                      "-inf where blocked (a 1 only nudges a score, it blocks nothing).")
