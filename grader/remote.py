@@ -130,7 +130,7 @@ class Connection:
     # --- what tests use ------------------------------------------------------------------------
 
     def import_module(self, name: str) -> Remote:
-        what = f"importing {name}.py" if name not in ("torch", "probes") else f"importing {name}"
+        what = f"importing {name}" if name in ("torch", "probes", "capstone") else f"importing {name}.py"
         if name in self._broken_imports:
             raise SubmissionFailure(self._broken_imports[name])
         if f"{name}.py" in self.missing_files:

@@ -18,7 +18,7 @@ from .curriculum import SUBMISSION_FILES
 MAX_FILE_BYTES = 1 * 2**20
 MAX_ZIP_ENTRIES = 10_000
 MAX_ZIP_BYTES = 64 * 2**20
-WORKER_FILES = ("worker.py", "protocol.py", "probes.py", "instrument.py")
+WORKER_FILES = ("worker.py", "protocol.py", "probes.py", "instrument.py", "capstone.py")
 
 
 class SubmissionInputError(ValueError):

@@ -7,7 +7,6 @@ test states a property once and checks both sides the same way.
 from __future__ import annotations
 
 import math
-
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any

@@ -82,8 +82,8 @@ class Worker:
         name = str(request["name"])
         if name == "torch":
             return self.torch
-        if name == "probes":
-            return importlib.import_module(f"{__package__}.probes")
+        if name in ("probes", "capstone"):
+            return importlib.import_module(f"{__package__}.{name}")
         return importlib.import_module(f"exercises.{name}")
 
     def op_getattr(self, request: dict[str, Any], decoder: Any) -> Any:
