@@ -147,7 +147,8 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False) -> N
             continue
         for test in shown:
             mark = {"passed": "[green]✔[/]", "skipped": "[dim]-[/]"}.get(test.outcome, "[red]✘[/]")
-            console.print(f"{mark} [bold]{escape(test.name.split('::')[-1])}[/] [dim]({exercise.id})[/]")
+            console.print(f"{mark} [bold]{escape(test.name.split('::')[-1])}[/] [dim]({exercise.id})[/]",
+                          soft_wrap=True)
             if test.message:
                 for line in test.message.splitlines():
                     console.print(f"    {escape(line)}", soft_wrap=True)

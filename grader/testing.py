@@ -45,6 +45,9 @@ def assert_close(
     check_dtype: bool = True,
 ) -> None:
     """Fail with a short, student-readable message: shape, dtype and NaN first, then the worst entry."""
+    if not (math.isfinite(atol) and math.isfinite(rtol)):
+        # A NaN tolerance would let every answer pass: a bug in the test, never the student's.
+        raise ValueError(f"assert_close for {name} got tolerance atol={atol}, rtol={rtol}: fix the test")
     actual = expect_tensor(actual, name=name)
     suffix = f" Hint: {hint}" if hint else ""
     if tuple(actual.shape) != tuple(expected.shape):
@@ -85,6 +88,9 @@ def tolerance(ref32: torch.Tensor, golden64: torch.Tensor, *, factor: float = 16
     Any correct float32 computation (einsum or matmul, -inf or -1e9, softmax in float32 inside a
     float64 run) errs by about as much as the reference does; wrong code errs by orders more.
     """
+    if not (torch.isfinite(golden64).all() and torch.isfinite(ref32).all()):
+        raise ValueError("the golden or the float32 reference is not finite (a row with every key blocked?): "
+                         "fix the test's inputs")
     err = (ref32.detach().double().cpu() - golden64.detach().double().cpu()).abs().max().item()
     scale = max(1.0, golden64.detach().abs().max().item()) if golden64.numel() else 1.0
     return max(factor * err, 8 * EPS32 * scale)
@@ -181,7 +187,10 @@ def describe(module: Any) -> ModuleInfo:
 
 def random_keep_mask(shape: Sequence[int], *, p_keep: float = 0.7, generator: torch.Generator | None = None,
                      device: torch.device | str = "cpu") -> torch.Tensor:
-    """A random boolean keep mask whose every row keeps at least one key (the diagonal-ish first one)."""
+    """A random boolean keep mask in which every row keeps at least one key (key 0 where none was drawn).
+
+    Combined with another mask (causal, say) a row may still end up fully blocked: check the golden.
+    """
     mask = torch.rand(*shape, generator=generator) < p_keep
     rows = ~mask.any(dim=-1, keepdim=True)
     first = torch.zeros_like(mask)

@@ -1,0 +1,178 @@
+"""Hidden tests for exercises/head_attention.py: structure, then agreement with a float64 golden of the reference.
+
+The submission gets the reference's weights (by name; it keeps its own `tril`), so any difference is
+in the computation. Each tolerance comes from how far the float32 reference lands from its float64
+copy on the same inputs.
+"""
+
+import copy
+
+import pytest
+import torch
+
+from grader.remote import SubmissionFailure
+from grader.testing import assert_close, backward, describe, expect_tensor, expect_tuple, tolerance
+
+N_EMBD, HEAD_SIZE, BLOCK_SIZE = 24, 6, 10  # head_size != n_embd on purpose
+
+
+def pair(impl, ref, device, *, n_embd=N_EMBD, head_size=HEAD_SIZE, block_size=BLOCK_SIZE, dropout=0.0):
+    """The reference head (trusted) and the submission's, holding the same weights, both in eval mode."""
+    r = ref.head_attention.HeadAttention(n_embd, head_size, block_size, dropout=dropout).to(device).eval()
+    m = impl.head_attention.HeadAttention(n_embd, head_size, block_size, dropout=dropout).to(device).eval()
+    weights = {name: p.detach() for name, p in r.named_parameters()}
+    missing, unexpected = expect_tuple(m.load_state_dict(weights, strict=False), 2, name="load_state_dict()")
+    info = describe(m)
+    assert not unexpected, (
+        f"HeadAttention has no parameter {unexpected[0]!r}; it has {sorted(info.parameters) or 'none'}. "
+        "Hint: the grader loads weights by name: call the layers key, query and value."
+    )
+    extra = [name for name in missing if name not in info.buffers and name != "tril"]
+    assert not extra, (
+        f"HeadAttention has parameter(s) {extra} that the exercise does not ask for. "
+        "Hint: nn.Linear(n_embd, head_size, bias=False)."
+    )
+    return m, r
+
+
+def call(m, x, hint=""):
+    try:
+        return expect_tensor(m(x), name="HeadAttention output")
+    except SubmissionFailure as failure:
+        raise type(failure)(f"{failure}{' Hint: ' + hint if hint else ''}") from None
+
+
+def check_golden(m, r, x, *, name="output", hint=""):
+    """The submission's m(x) against the float64 golden of r, with a tolerance derived from r in float32."""
+    golden = copy.deepcopy(r).double()
+    want = golden(x.double())
+    atol = tolerance(r(x.float()), want)
+    assert_close(call(m, x, hint), want.to(x.dtype), atol=atol, name=name, hint=hint)
+
+
+@pytest.mark.points(1)
+def test_layers_are_key_query_value_without_bias(impl, device):
+    info = describe(impl.head_attention.HeadAttention(N_EMBD, HEAD_SIZE, BLOCK_SIZE))
+    for name in ("key", "query", "value"):
+        assert info.modules.get(name, "").endswith(".Linear"), (
+            f"HeadAttention.{name} should be an nn.Linear, got {info.modules.get(name, 'nothing')}"
+        )
+    got = {name: p["shape"] for name, p in info.parameters.items() if name != "tril"}
+    expected = {f"{name}.weight": [HEAD_SIZE, N_EMBD] for name in ("key", "query", "value")}
+    assert got == expected, (
+        f"HeadAttention({N_EMBD}, {HEAD_SIZE}, {BLOCK_SIZE}) has parameters {got}, expected {expected}. "
+        "Hint: nn.Linear(n_embd, head_size, bias=False) maps n_embd features to head_size."
+    )
+    assert info.modules.get("dropout", "").endswith(".Dropout"), "HeadAttention.dropout should be an nn.Dropout"
+
+
+@pytest.mark.points(1)
+def test_tril_is_a_lower_triangular_buffer_not_a_parameter(impl, device):
+    m = impl.head_attention.HeadAttention(N_EMBD, HEAD_SIZE, BLOCK_SIZE)
+    info = describe(m)
+    assert "tril" not in info.parameters, (
+        "tril is an nn.Parameter, so an optimizer would train it: register it with self.register_buffer('tril', ...)"
+    )
+    assert "tril" in info.buffers, f"no buffer named tril (buffers: {sorted(info.buffers) or 'none'})"
+    shape = tuple(info.buffers["tril"]["shape"])
+    assert shape == (BLOCK_SIZE, BLOCK_SIZE), f"tril has shape {shape}, expected ({BLOCK_SIZE}, {BLOCK_SIZE})"
+    assert_close(m.tril, torch.ones(BLOCK_SIZE, BLOCK_SIZE).tril(), atol=0.0, name="tril", check_dtype=False,
+                 hint="ones on and below the diagonal, zeros above.")
+
+
+LENGTHS = {"T < block_size": (3, 7), "T = block_size": (2, BLOCK_SIZE), "batch of one, T = 1": (1, 1)}
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("batch, T", LENGTHS.values(), ids=LENGTHS.keys())
+def test_matches_golden(impl, ref, device, seed, batch, T):
+    m, r = pair(impl, ref, device)
+    check_golden(m, r, torch.randn(batch, T, N_EMBD, device=device),
+                 hint="mask with self.tril[:T, :T] (the top-left corner for a shorter sequence), softmax over the "
+                      "keys, dropout on the weights, then @ v.")
+
+
+@pytest.mark.points(1)
+def test_future_tokens_do_not_leak(impl, ref, device, seed):
+    m, _ = pair(impl, ref, device)
+    x = torch.randn(2, BLOCK_SIZE, N_EMBD, device=device)
+    before = call(m, x)
+    for t in (0, 4, BLOCK_SIZE - 2):
+        changed = x.clone()
+        changed[:, t + 1:] = torch.randn_like(changed[:, t + 1:])
+        after = call(m, changed)
+        leak = (after[:, : t + 1] - before[:, : t + 1]).abs().amax(dim=(0, 2)) > 1e-5
+        if bool(leak.any()):
+            s = int(torch.nonzero(leak)[0])
+            raise AssertionError(
+                f"output at position {s} changed when only positions {t + 1} to {BLOCK_SIZE - 1} changed: the mask "
+                "lets the future leak. Hint: scores where tril[:T, :T] == 0 become -inf before the softmax."
+            )
+
+
+@pytest.mark.points(1)
+def test_scales_by_sqrt_head_size_not_n_embd(impl, ref, device, seed):
+    m, r = pair(impl, ref, device, n_embd=32, head_size=4)
+    check_golden(m, r, 3 * torch.randn(2, 8, 32, device=device),
+                 hint="divide the scores by sqrt(head_size) = 2, the width of q and k, not by sqrt(n_embd) = 5.7.")
+
+
+@pytest.mark.points(1)
+def test_float64_in_float64_out(impl, ref, device, seed):
+    m, r = pair(impl, ref, device)
+    m.to(torch.float64)
+    check_golden(m, r, torch.randn(2, 7, N_EMBD, device=device, dtype=torch.float64),
+                 hint="in float64: if only this test fails, look for a hard-coded float32 (.float(), "
+                      "dtype=torch.float32) or a tensor made without the dtype of x.")
+
+
+@pytest.mark.points(1)
+def test_eval_mode_is_deterministic_and_matches_golden(impl, ref, device, seed):
+    m, r = pair(impl, ref, device, dropout=0.5)
+    x = torch.randn(3, 8, N_EMBD, device=device)
+    assert torch.equal(call(m, x), call(m, x)), "in eval mode two calls on the same input differ: no dropout in eval"
+    check_golden(m, r, x, hint="built with dropout=0.5 but in eval mode, the head must give the no-dropout output: "
+                               "call self.dropout (it switches off in eval), not F.dropout(..., training=True).")
+
+
+@pytest.mark.points(1)
+def test_training_mode_applies_dropout(impl, ref, device, seed):
+    m, _ = pair(impl, ref, device, dropout=0.5)
+    x = torch.randn(4, BLOCK_SIZE, N_EMBD, device=device)
+    evaluated = call(m, x)
+    m.train()
+    first, second = call(m, x), call(m, x)
+    assert not torch.equal(first, second) and not torch.equal(first, evaluated), (
+        "with dropout=0.5 in training mode the output did not change from call to call: apply self.dropout "
+        "to the attention weights."
+    )
+
+
+@pytest.mark.points(1)
+def test_dropout_acts_on_the_attention_weights(impl, ref, device, seed):
+    m, r = pair(impl, ref, device)
+    keep = (torch.rand(2, 8, 8, device=device) > 0.3).float() * 2.0  # a fixed "dropout" on the (B, T, T) weights
+    m.add_module("dropout", impl.probes.FixedMask(keep))
+    dropped = copy.deepcopy(r)
+    dropped.add_module("dropout", ref.probes.FixedMask(keep))
+    check_golden(m, dropped, torch.randn(2, 8, N_EMBD, device=device), name="output with a fixed dropout",
+                 hint="the grader replaced self.dropout by a fixed (B, T, T) mask: apply self.dropout to the "
+                      "softmax weights, before @ v, not to the output.")
+
+
+@pytest.mark.points(1)
+def test_gradients_match_golden(impl, ref, device, seed):
+    m, r = pair(impl, ref, device)
+    x = torch.randn(2, 7, N_EMBD, device=device, requires_grad=True)
+    grad_output = torch.randn(2, 7, HEAD_SIZE, device=device)
+    golden = backward(copy.deepcopy(r).double(), x.detach().double().requires_grad_(True),
+                      grad_output=grad_output.double())
+    ref32 = backward(r, x, grad_output=grad_output)
+    got = backward(m, x, grad_output=grad_output)
+    for name, want in golden.parameters.items():
+        grad = got.parameters.get(name)
+        assert grad is not None, f"no gradient reached {name}: keep the computation in torch, without .detach()"
+        assert_close(grad, want.float(), atol=tolerance(ref32.parameters[name], want), name=f"gradient of {name}")
+    assert got.inputs and got.inputs[0] is not None, "no gradient reached x: do not detach it"
+    assert_close(got.inputs[0], golden.inputs[0].float(), atol=tolerance(ref32.inputs[0], golden.inputs[0]),
+                 name="gradient of x")
