@@ -35,6 +35,7 @@ _SESSION = pytest.StashKey[GradingSession]()
 _MARKS = pytest.StashKey[tuple[int, int]]()
 _MESSAGE_SET = pytest.StashKey[bool]()
 _SEED = pytest.StashKey[int]()
+QUICK_SKIP = "skipped by --quick: run without --quick to earn these points"
 
 
 class PreparedSession:
@@ -52,11 +53,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("grader", "grading a submission")
     group.addoption("--submission", default=None, help="folder or .zip to grade (default: the kit's exercises/)")
     group.addoption("--grader-device", default="auto", choices=("auto", "cpu", "cuda"))
+    group.addoption("--quick", action="store_true", help="skip tests marked slow (they still count, as 0)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "points(n): points this test is worth inside its exercise")
     config.addinivalue_line("markers", "call_timeout(seconds): wall-clock limit for each call into the submission")
+    config.addinivalue_line("markers", "slow: takes seconds (the capstone); --quick skips it at the cost of its points")
     torch.set_num_threads(1)
 
 
@@ -123,6 +126,13 @@ def seed(request: pytest.FixtureRequest) -> int:
     return value
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("quick"):
+        for item in items:
+            if item.get_closest_marker("slow"):
+                item.add_marker(pytest.mark.skip(reason=QUICK_SKIP))
+
+
 def points_of(item: pytest.Item) -> float:
     marker = item.get_closest_marker("points")
     return float(marker.args[0]) if marker else 1.0
@@ -135,6 +145,8 @@ def pytest_json_runtest_metadata(item: pytest.Item, call: pytest.CallInfo[Any]) 
         metadata["exercise"] = exercise_of_test_file(Path(str(item.path)).name)
         metadata["points"] = points_of(item)
         metadata["suite"] = Path(str(item.path)).parent.name
+        if item.config.getoption("quick") and item.get_closest_marker("slow"):
+            metadata["counts_when_skipped"] = True  # a --quick run must not look like full marks
     if _SEED in item.stash:
         metadata["seed"] = item.stash[_SEED]
     if call.excinfo is not None and not item.stash.get(_MESSAGE_SET, False):

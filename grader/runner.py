@@ -59,6 +59,7 @@ def grade(
     session: GradingSession,
     selection: Selection,
     *,
+    quick: bool = False,
     on_start: Callable[[int], None] | None = None,
     on_test: Callable[[str, str], None] | None = None,
 ) -> GradeReport:
@@ -82,6 +83,7 @@ def grade(
             "-p", "no:threadexception",
             "-q",
             "--json-report-file=none",
+            *(["--quick"] if quick else []),
         ]
 
         class _Count:

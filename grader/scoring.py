@@ -2,7 +2,8 @@
 
 A test's `points` marker is its weight inside its exercise; the weights of the tests that ran are
 scaled so that each exercise is worth exactly its points in the curriculum, whichever suites ran.
-A test that failed, errored or never ran scores 0; a skipped test does not count either way.
+A test that failed, errored or never ran scores 0; a skipped test does not count either way,
+except one skipped by --quick, which counts as 0 so that a quick run never looks complete.
 """
 
 from __future__ import annotations
@@ -40,12 +41,14 @@ class ExerciseResult:
 
     @property
     def counted(self) -> int:
-        return sum(test.outcome != "skipped" for test in self.tests)
+        return sum(test.max_points > 0 for test in self.tests)
 
     @property
     def status(self) -> str:
         if self.counted and self.passed == self.counted:
             return "done"
+        if self.passed and all(test.outcome in ("passed", "skipped") for test in self.tests):
+            return "slow tests skipped"
         if self.tests and all(
             test.outcome == "skipped" or "is not implemented yet" in test.message for test in self.tests
         ):
@@ -61,6 +64,7 @@ class _Raw:
     weight: float
     message: str
     seed: int | None
+    counted: bool
 
 
 def score(json_report: dict[str, Any], exercise_ids: list[str]) -> list[ExerciseResult]:
@@ -115,6 +119,7 @@ def _raw(test: dict[str, Any]) -> _Raw:
         weight=float(metadata.get("points", 1.0)),
         message="" if outcome == "passed" else message,
         seed=metadata.get("seed"),
+        counted=outcome != "skipped" or bool(metadata.get("counts_when_skipped")),
     )
 
 
@@ -132,7 +137,7 @@ def _broken_collections(json_report: dict[str, Any]) -> dict[str, str]:
 
 def _exercise(exercise_id: str, raws: list[_Raw], broken: str | None) -> ExerciseResult:
     maximum = float(BY_ID[exercise_id].points)
-    counted = [raw for raw in raws if raw.outcome != "skipped"]
+    counted = [raw for raw in raws if raw.counted]
     total_weight = sum(raw.weight for raw in counted)
     if broken is not None or total_weight <= 0:
         tests = tuple(TestResult(r.name, r.outcome, 0.0, 0.0, r.message, r.seed) for r in raws)
@@ -145,7 +150,7 @@ def _exercise(exercise_id: str, raws: list[_Raw], broken: str | None) -> Exercis
             raw.name,
             raw.outcome,
             round(raw.weight * scale, 4) if raw.outcome == "passed" else 0.0,
-            0.0 if raw.outcome == "skipped" else round(raw.weight * scale, 4),
+            round(raw.weight * scale, 4) if raw.counted else 0.0,
             raw.message,
             raw.seed,
         )

@@ -154,6 +154,14 @@ def test_weights_are_scaled_to_the_exercise_points_and_failures_score_zero():
     assert points == {"a": (5.0, 5.0), "b": (0.0, 2.5), "c": (0.0, 2.5), "d": (0.0, 0.0)}
 
 
+def test_tests_skipped_by_quick_still_count_against_the_maximum():
+    report = fake_pytest_report(("public", "a", "passed", 1), ("hidden", "capstone", "skipped", 1))
+    report["tests"][1]["metadata"]["counts_when_skipped"] = True
+    [attention] = score(report, ["attention"])
+    assert attention.score == 5.0 and attention.max_score == 10
+    assert attention.status == "slow tests skipped"
+
+
 def test_an_exercise_whose_tests_could_not_load_scores_zero():
     report = {"tests": [], "collectors": [{"nodeid": "tests/hidden/test_attention.py", "outcome": "failed",
                                            "longrepr": "SyntaxError"}]}
