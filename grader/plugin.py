@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from .curriculum import BY_ID, exercise_of_test_file
-from .remote import Submission, SubmissionFailure
+from .remote import NotImplementedYet, Submission, SubmissionFailure
 from .selection import kit_root
 from .session import GradingSession
 
@@ -169,8 +169,10 @@ def feedback(error: BaseException, *, printed: str = "", exercise: str | None = 
         message = str(error) or type(error).__name__
         source = getattr(error, "file", None)
         culprit = source.removesuffix(".py") if isinstance(source, str) else None
-        if exercise and culprit in BY_ID and culprit != exercise:
-            message = f"blocked by {culprit}: the error comes from {source}, fix it first. {message}"
+        # Only an unfinished file is surely to blame: any other error raised in another exercise's
+        # file may come from what this one passed it (scoring blames prerequisites that fail).
+        if exercise and culprit in BY_ID and culprit != exercise and isinstance(error, NotImplementedYet):
+            message = f"blocked by {culprit}: {source} is not implemented yet, and {exercise} needs it. {message}"
     elif isinstance(error, (pytest.skip.Exception, pytest.fail.Exception)):
         message = error.msg
     else:

@@ -17,7 +17,7 @@ import torch
 
 from grader import protocol
 from grader.plugin import feedback
-from grader.remote import SubmissionFailure, WorkerCrash
+from grader.remote import NotImplementedYet, SubmissionFailure, WorkerCrash
 from grader.reports import GradeReport, to_gradescope, write_json
 from grader.sandbox import Limits, bwrap_problem
 from grader.scoring import score
@@ -180,11 +180,15 @@ def test_failures_point_at_a_failing_prerequisite():
     assert masking.blocked_by == () and head.blocked_by == () and head.tests[0].message == "h"
 
 
-def test_an_error_raised_in_another_exercise_file_is_blamed_on_it():
-    failure = SubmissionFailure("multi_head_attention.MultiHeadAttention() raised ValueError: x")
-    failure.file = "masking.py"
-    assert feedback(failure, exercise="multi_head_attention").startswith("blocked by masking")
-    assert not feedback(failure, exercise="masking").startswith("blocked by")
+def test_an_unfinished_prerequisite_file_is_blamed_for_its_not_implemented_error():
+    unfinished = NotImplementedYet("multi_head_attention.MultiHeadAttention() is not implemented yet")
+    unfinished.file = "masking.py"
+    assert feedback(unfinished, exercise="multi_head_attention").startswith("blocked by masking")
+    assert not feedback(unfinished, exercise="masking").startswith("blocked by")
+    # Any other error raised there may come from what the caller passed in: no blame from the file.
+    raised = SubmissionFailure("multi_head_attention.MultiHeadAttention() raised ValueError: bad shape")
+    raised.file = "masking.py"
+    assert not feedback(raised, exercise="multi_head_attention").startswith("blocked by")
 
 
 def test_reports_are_written_atomically_and_gradescope_hides_hidden_tests(tmp_path):

@@ -1,0 +1,316 @@
+"""Hidden tests for exercises/decoder.py: structure, golden outputs, causality, cross-attention, masks, final norm.
+
+The submission gets the reference's parameters by name (every LayerNorm drawn at random, so a norm
+used twice or not at all shows; each module keeps its own causal `mask`), so any difference is in
+the computation. Expected values are the float64 golden of the reference; each tolerance comes from
+how far the float32 reference lands from it on the same inputs.
+"""
+
+import copy
+
+import pytest
+import torch
+
+from grader.remote import SubmissionFailure
+from grader.testing import assert_close, backward, describe, expect_tensor, expect_tuple, random_keep_mask, tolerance
+
+D_MODEL, N_HEADS, D_FF, MAX_SEQ_LEN = 16, 4, 32, 12
+T_TGT, T_SRC = 8, 6
+LAYER = ("in DecoderLayer, x = self.residual1(x, lambda y: self.self_attn(y, y, y, tgt_mask)), then "
+         "x = self.residual2(x, lambda y: self.cross_attn(y, memory, memory, src_mask)), then "
+         "self.residual3(x, self.feed_forward); in Decoder, every layer in turn, then self.norm once")
+
+
+def randomise_norms(module):
+    """nn.LayerNorm starts at weight 1, bias 0, the same in every norm: draw them apart."""
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if "norm" in name:
+                p.copy_((1.0 if name.endswith("weight") else 0.0) + 0.5 * torch.randn_like(p))
+
+
+def pair(impl, ref, device, *, n_layers=2, dropout=0.0):
+    """The reference decoder (trusted) and the submission's, holding the same parameters, both in eval mode."""
+    sizes = (n_layers, D_MODEL, N_HEADS, D_FF, dropout, MAX_SEQ_LEN)
+    r = ref.decoder.Decoder(*sizes)
+    randomise_norms(r)
+    m = impl.decoder.Decoder(*sizes)
+    weights = {name: p.detach() for name, p in r.named_parameters()}
+    missing, unexpected = expect_tuple(m.load_state_dict(weights, strict=False), 2, name="load_state_dict()")
+    info = describe(m)
+    assert not unexpected, (
+        f"Decoder has no parameter {unexpected[0]!r}; its parameters start {sorted(info.parameters)[:4]}. "
+        "Hint: the grader loads weights by name: layers.<i>.self_attn, .cross_attn, .feed_forward, .residual1 to "
+        ".residual3, norm."
+    )
+    extra = [name for name in missing if name in info.parameters]
+    assert not extra, f"Decoder has parameter(s) {extra[:3]} that the contract does not ask for."
+    return m.to(device).eval(), r.to(device).eval()
+
+
+def run(m, *args, hint=LAYER):
+    try:
+        return expect_tensor(m(*args), name="Decoder output")
+    except SubmissionFailure as failure:
+        raise type(failure)(f"{failure} Hint: {hint}.") from None
+
+
+def check_golden(m, r, x, memory, src_mask=None, tgt_mask=None, *, name="Decoder output", hint=LAYER):
+    want = copy.deepcopy(r).double()(x.double(), memory.double(), src_mask, tgt_mask)
+    atol = tolerance(r(x.float(), memory.float(), src_mask, tgt_mask), want)
+    out = run(m, x, memory, src_mask, tgt_mask, hint=hint)
+    assert_close(out, want.to(x.dtype), atol=atol, name=name, hint=hint + ".")
+
+
+def padding(lengths, T, device):
+    """A keep mask (B, 1, 1, T): batch element b keeps its first lengths[b] positions."""
+    return (torch.arange(T) < torch.tensor(lengths)[:, None]).view(len(lengths), 1, 1, T).to(device)
+
+
+def inputs(device, batch=2, T_tgt=T_TGT, T_src=T_SRC):
+    return torch.randn(batch, T_tgt, D_MODEL, device=device), torch.randn(batch, T_src, D_MODEL, device=device)
+
+
+def parameter_problems(got, expected):
+    """'' when the names and shapes agree, else what differs, a few names of each kind."""
+    missing = [name for name in expected if name not in got]
+    unexpected = [name for name in got if name not in expected]
+    shapes = [f"{name} {got[name]} (expected {shape})" for name, shape in expected.items()
+              if got.get(name, shape) != shape]
+    problems = [f"no parameter {missing[:3]}" if missing else "",
+                f"unexpected parameter(s) {unexpected[:3]}" if unexpected else "",
+                f"wrong shapes: {'; '.join(shapes[:3])}" if shapes else ""]
+    return ", ".join(problem for problem in problems if problem)
+
+
+# --- structure ---------------------------------------------------------------------------------
+
+
+@pytest.mark.points(1)
+def test_parameters_have_the_contract_names_and_shapes(impl, ref):
+    sizes = (2, 24, 3, 40, 0.1, 10)
+    got = {name: p["shape"] for name, p in describe(impl.decoder.Decoder(*sizes)).parameters.items()}
+    expected = {name: list(p.shape) for name, p in ref.decoder.Decoder(*sizes).named_parameters()}
+    problems = parameter_problems(got, expected)
+    assert not problems, (
+        f"Decoder(2, d_model=24, n_heads=3, d_ff=40) has {problems}. Hint: layers = nn.ModuleList of DecoderLayer, "
+        "each with self_attn, cross_attn (MultiHeadAttention), feed_forward (FeedForward), residual1 to residual3 "
+        "(ResidualConnection); norm = nn.LayerNorm(d_model)."
+    )
+
+
+@pytest.mark.points(1)
+def test_self_attention_is_causal_and_cross_attention_is_not(impl):
+    info = describe(impl.decoder.DecoderLayer(D_MODEL, N_HEADS, D_FF, 0.0, 10))
+    for name in ("self_attn", "cross_attn"):
+        assert info.modules.get(name, "").endswith(".MultiHeadAttention"), (
+            f"DecoderLayer.{name} should be your MultiHeadAttention, got {info.modules.get(name, 'nothing')}"
+        )
+    assert "self_attn.mask" in info.buffers, (
+        "DecoderLayer.self_attn has no causal mask buffer: in training the whole target is fed in at once, and "
+        "position t must not see the tokens after it. Hint: MultiHeadAttention(ModelArgs(..., "
+        "max_seq_len=max_seq_len), is_causal=True)."
+    )
+    shape = info.buffers["self_attn.mask"]["shape"]
+    assert shape == [1, 1, 10, 10], (
+        f"DecoderLayer(..., max_seq_len=10).self_attn has causal mask of shape {shape}, expected [1, 1, 10, 10]. "
+        "Hint: MultiHeadAttention(ModelArgs(..., max_seq_len=max_seq_len), is_causal=True)."
+    )
+    assert "cross_attn.mask" not in info.buffers, (
+        "DecoderLayer.cross_attn has a causal mask: the whole source is known, so cross-attention is not causal."
+    )
+
+
+@pytest.mark.points(1)
+def test_layers_are_distinct_modules(impl, ref, device, seed):
+    m, _ = pair(impl, ref, device, n_layers=3)
+    layers = sorted({name.split(".")[1] for name in describe(m).parameters if name.startswith("layers.")})
+    assert layers == ["0", "1", "2"], (
+        f"Decoder(3, ...) has parameters for layers {layers} only: the others are the same object as an earlier "
+        "layer, so all share one set of weights. Hint: [DecoderLayer(...)] * n_layers repeats one layer; build a "
+        "new one for each: nn.ModuleList(DecoderLayer(...) for _ in range(n_layers))."
+    )
+
+
+# --- agreement with the golden -----------------------------------------------------------------
+
+
+def keep(shape):
+    """A random keep mask that always keeps target key 0, so no causal row is left with every key blocked."""
+
+    def make(generator, device):
+        mask = random_keep_mask(shape, generator=generator)
+        mask[..., 0] = True
+        return mask.to(device)
+
+    return make
+
+
+def pad(lengths, T):
+    return lambda generator, device: padding(lengths, T, device)
+
+
+CASES = {  # n_layers, batch, T_tgt, T_src, src_mask, tgt_mask
+    "1 layer": (1, 2, T_TGT, T_SRC, None, None),
+    "2 layers": (2, 2, T_TGT, T_SRC, None, None),
+    "3 layers": (3, 2, T_TGT, T_SRC, None, None),
+    "3 layers, src_mask (B, 1, 1, T_src)": (3, 3, T_TGT, T_SRC, pad([6, 4, 2], T_SRC), None),
+    "2 layers, tgt_mask (B, 1, 1, T_tgt)": (2, 2, T_TGT, T_SRC, None, keep((2, 1, 1, T_TGT))),
+    "2 layers, both masks, T_tgt = max_seq_len": (
+        2, 2, MAX_SEQ_LEN, 9, pad([9, 5], 9), keep((2, 1, MAX_SEQ_LEN, MAX_SEQ_LEN))),
+    "batch of one": (2, 1, T_TGT, T_SRC, None, None),
+}
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("n_layers, batch, T_tgt, T_src, src_mask, tgt_mask", CASES.values(), ids=CASES.keys())
+def test_matches_golden(impl, ref, device, seed, n_layers, batch, T_tgt, T_src, src_mask, tgt_mask):
+    m, r = pair(impl, ref, device, n_layers=n_layers)
+    x, memory = inputs(device, batch, T_tgt, T_src)
+    generator = torch.Generator().manual_seed(seed)
+    masks = [make(generator, device) if make else None for make in (src_mask, tgt_mask)]
+    check_golden(m, r, x, memory, *masks)
+
+
+@pytest.mark.points(1)
+def test_float64_in_float64_out(impl, ref, device, seed):
+    m, r = pair(impl, ref, device)
+    m.to(torch.float64)
+    x, memory = inputs(device)
+    check_golden(m, r, x.double(), memory.double(), padding([6, 4], T_SRC, device),
+                 hint="in float64: look for a hard-coded float32 (.float(), dtype=torch.float32); otherwise " + LAYER)
+
+
+# --- masks and what is read ----------------------------------------------------------------------
+
+
+@pytest.mark.points(1)
+def test_future_target_tokens_do_not_leak(impl, ref, device, seed):
+    m, _ = pair(impl, ref, device, n_layers=3)
+    x, memory = inputs(device)
+    before = run(m, x, memory)
+    for t in (0, 3, 6):
+        changed = x.clone()
+        changed[:, t + 1:] = torch.randn_like(changed[:, t + 1:])
+        after = run(m, changed, memory)
+        leak = (after[:, : t + 1] - before[:, : t + 1]).abs().amax(dim=(0, 2)) > 1e-5
+        if bool(leak.any()):
+            s = int(torch.nonzero(leak)[0])
+            raise AssertionError(
+                f"Decoder output at position {s} changed when only target positions {t + 1} to {T_TGT - 1} changed: "
+                "in training the whole target is fed in at once, and position t must not see the tokens it is to "
+                "predict. Hint: self_attn = MultiHeadAttention(..., is_causal=True), fed from the target only."
+            )
+
+
+@pytest.mark.points(1)
+def test_cross_attention_reads_keys_and_values_from_memory(impl, ref, device, seed):
+    m, r = pair(impl, ref, device)
+    x, memory = inputs(device)
+    moved = (run(m, x, torch.randn_like(memory)) - run(m, x, memory)).abs().amax(dim=(0, 2))
+    assert bool((moved > 1e-4).all()), (
+        f"changing memory moved the Decoder output at position {int(moved.argmin())} by only "
+        f"{moved.min().item():.2g}: cross-attention should take its keys and values from memory. Hint: "
+        "self.cross_attn(y, memory, memory, src_mask), queries from the decoder's y."
+    )
+    check_golden(m, r, x, memory, hint="the queries come from the decoder's normalised x, the keys and the values "
+                                       "from memory as it is: self.cross_attn(y, memory, memory, src_mask)")
+
+
+@pytest.mark.points(1)
+def test_source_positions_blocked_by_src_mask_change_nothing(impl, ref, device, seed):
+    m, _ = pair(impl, ref, device, n_layers=2)
+    x, memory = inputs(device, batch=3)
+    src_mask = padding([T_SRC, 4, 2], T_SRC, device)
+    changed = memory.clone()
+    changed[1, 4:], changed[2, 2:] = torch.randn(2, D_MODEL, device=device), torch.randn(4, D_MODEL, device=device)
+    assert_close(run(m, x, changed, src_mask), run(m, x, memory, src_mask), atol=1e-5,
+                 name="Decoder output after changing only source positions blocked by src_mask",
+                 hint="pass src_mask to every layer and in every layer to cross_attn: "
+                      "self.cross_attn(y, memory, memory, src_mask).")
+
+
+@pytest.mark.points(1)
+def test_tgt_mask_is_honoured_on_top_of_the_causal_mask(impl, ref, device, seed):
+    m, _ = pair(impl, ref, device, n_layers=2)
+    x, memory = inputs(device)
+    tgt_mask = torch.ones(2, 1, 1, T_TGT, dtype=torch.bool, device=device)
+    tgt_mask[0, ..., 2], tgt_mask[1, ..., 4] = False, False  # one blocked target key per batch element
+    changed = x.clone()
+    changed[0, 2], changed[1, 4] = torch.randn(D_MODEL, device=device), torch.randn(D_MODEL, device=device)
+    before, after = run(m, x, memory, None, tgt_mask), run(m, changed, memory, None, tgt_mask)
+    hint = ("tgt_mask blocks that position as a key, so only its own output may change. Pass tgt_mask to every layer "
+            "and in every layer to self_attn, on top of its causal mask: self.self_attn(y, y, y, tgt_mask).")
+    assert_close(after[0, 3:], before[0, 3:], atol=1e-5, name="output of batch element 0 at positions 3 and later",
+                 hint="only target position 2 changed; " + hint)
+    assert_close(after[1, 5:], before[1, 5:], atol=1e-5, name="output of batch element 1 at positions 5 and later",
+                 hint="only target position 4 changed; " + hint)
+
+
+@pytest.mark.points(1)
+def test_final_norm_is_applied_after_the_last_layer(impl, ref, device, seed):
+    m, r = pair(impl, ref, device)
+    with torch.no_grad():
+        r.norm.weight.fill_(2.0)
+        r.norm.bias.fill_(0.5)
+    m.load_state_dict({"norm.weight": r.norm.weight.detach(), "norm.bias": r.norm.bias.detach()}, strict=False)
+    x, memory = inputs(device)
+    normalised = (run(m, 3 * x + 1, memory) - 0.5) / 2.0  # undoes the final norm's weight 2 and bias 0.5
+    hint = "the last operation of Decoder.forward is self.norm (nn.LayerNorm(d_model)), after every layer"
+    assert_close(normalised.mean(-1), torch.zeros(2, T_TGT, device=device), atol=1e-4,
+                 name="mean over d_model of (output - norm.bias) / norm.weight", hint=hint + ".")
+    assert_close(normalised.var(-1, unbiased=False), torch.ones(2, T_TGT, device=device), atol=1e-3,
+                 name="variance over d_model of (output - norm.bias) / norm.weight", hint=hint + ".")
+
+
+# --- gradients and dropout -------------------------------------------------------------------------
+
+
+@pytest.mark.points(1)
+def test_every_parameter_and_the_memory_get_the_golden_gradient(impl, ref, device, seed):
+    m, r = pair(impl, ref, device)
+    x, memory = inputs(device)
+    src_mask = padding([T_SRC, 4], T_SRC, device)
+    grad_output = torch.randn(2, T_TGT, D_MODEL, device=device)
+
+    def leaves(dtype):  # fresh leaf tensors for each run, so no gradient is shared between them
+        return x.to(dtype).clone().requires_grad_(True), memory.to(dtype).clone().requires_grad_(True), src_mask
+
+    golden = backward(copy.deepcopy(r).double(), *leaves(torch.float64), grad_output=grad_output.double())
+    ref32 = backward(r, *leaves(torch.float32), grad_output=grad_output)
+    try:
+        got = backward(m, *leaves(torch.float32), grad_output=grad_output)
+    except SubmissionFailure as failure:
+        raise type(failure)(f"{failure} Hint: {LAYER}.") from None
+    absent = [name for name in golden.parameters if name not in got.parameters]
+    assert not absent, (
+        f"Decoder has no parameter {absent[:3]} to take a gradient: every layer needs its own weights, "
+        "a new layer object for each."
+    )
+    unused = [name for name in golden.parameters if got.parameters[name] is None]
+    assert not unused, (
+        f"no gradient reached {unused[:3]}: that part of the module is never used in forward. Hint: " + LAYER + "; "
+        "each residual connection wraps its own sublayer."
+    )
+    for name, want in golden.parameters.items():
+        assert_close(got.parameters[name], want.float(), atol=tolerance(ref32.parameters[name], want),
+                     name=f"gradient of {name}", hint="the gradients follow the forward pass: " + LAYER + ".")
+    for i, what in enumerate(("x", "memory")):
+        grad = got.inputs[i] if len(got.inputs) > i else None
+        assert grad is not None, f"no gradient reached the input {what}: do not detach it"
+        assert_close(grad, golden.inputs[i].float(), atol=tolerance(ref32.inputs[i], golden.inputs[i]),
+                     name=f"gradient of the input {what}")
+
+
+@pytest.mark.points(1)
+def test_dropout_only_in_training_mode(impl, ref, device, seed):
+    m, r = pair(impl, ref, device, dropout=0.5)
+    x, memory = inputs(device)
+    check_golden(m, r, x, memory, name="Decoder output in eval mode (dropout=0.5)",
+                 hint="in eval mode every dropout is off. If only this test fails, pass dropout on to the "
+                      "sublayers and let their nn.Dropout modules switch themselves off; otherwise " + LAYER)
+    m.train()
+    assert not torch.equal(run(m, x, memory), run(m, x, memory)), (
+        "Decoder(dropout=0.5) in training mode gave the same output twice: pass dropout on to self_attn, cross_attn, "
+        "feed_forward and the residual connections."
+    )

@@ -1,0 +1,223 @@
+"""Hidden tests for exercises/encoder.py: structure, distinct layers, golden outputs, the mask, the final norm.
+
+The submission gets the reference's parameters by name (every LayerNorm drawn at random, so a norm
+used twice or not at all shows), so any difference is in the computation. Expected values are the
+float64 golden of the reference; each tolerance comes from how far the float32 reference lands from
+it on the same inputs.
+"""
+
+import copy
+
+import pytest
+import torch
+
+from grader.remote import SubmissionFailure
+from grader.testing import assert_close, backward, describe, expect_tensor, expect_tuple, tolerance
+
+D_MODEL, N_HEADS, D_FF = 16, 4, 32
+LAYER = ("in EncoderLayer, x = self.residual1(x, lambda y: self.self_attn(y, y, y, mask)), then "
+         "self.residual2(x, self.feed_forward); in Encoder, every layer in turn with the mask, then self.norm once")
+
+
+def randomise_norms(module):
+    """nn.LayerNorm starts at weight 1, bias 0, the same in every norm: draw them apart."""
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if "norm" in name:
+                p.copy_((1.0 if name.endswith("weight") else 0.0) + 0.5 * torch.randn_like(p))
+
+
+def pair(impl, ref, device, *, n_layers=2, dropout=0.0):
+    """The reference encoder (trusted) and the submission's, holding the same parameters, both in eval mode."""
+    r = ref.encoder.Encoder(n_layers, D_MODEL, N_HEADS, D_FF, dropout)
+    randomise_norms(r)
+    m = impl.encoder.Encoder(n_layers, D_MODEL, N_HEADS, D_FF, dropout)
+    weights = {name: p.detach() for name, p in r.named_parameters()}
+    missing, unexpected = expect_tuple(m.load_state_dict(weights, strict=False), 2, name="load_state_dict()")
+    info = describe(m)
+    assert not unexpected, (
+        f"Encoder has no parameter {unexpected[0]!r}; its parameters start {sorted(info.parameters)[:4]}. "
+        "Hint: the grader loads weights by name: layers.<i>.self_attn, .feed_forward, .residual1, .residual2, norm."
+    )
+    extra = [name for name in missing if name in info.parameters]
+    assert not extra, f"Encoder has parameter(s) {extra[:3]} that the contract does not ask for."
+    return m.to(device).eval(), r.to(device).eval()
+
+
+def run(m, *args, hint=LAYER):
+    try:
+        return expect_tensor(m(*args), name="Encoder output")
+    except SubmissionFailure as failure:
+        raise type(failure)(f"{failure} Hint: {hint}.") from None
+
+
+def check_golden(m, r, x, mask=None, *, name="Encoder output", hint=LAYER):
+    want = copy.deepcopy(r).double()(x.double(), mask)
+    atol = tolerance(r(x.float(), mask), want)
+    assert_close(run(m, x, mask, hint=hint), want.to(x.dtype), atol=atol, name=name, hint=hint + ".")
+
+
+def padding(lengths, T, device):
+    """A keep mask (B, 1, 1, T): batch element b keeps its first lengths[b] positions."""
+    return (torch.arange(T) < torch.tensor(lengths)[:, None]).view(len(lengths), 1, 1, T).to(device)
+
+
+def parameter_problems(got, expected):
+    """'' when the names and shapes agree, else what differs, a few names of each kind."""
+    missing = [name for name in expected if name not in got]
+    unexpected = [name for name in got if name not in expected]
+    shapes = [f"{name} {got[name]} (expected {shape})" for name, shape in expected.items()
+              if got.get(name, shape) != shape]
+    problems = [f"no parameter {missing[:3]}" if missing else "",
+                f"unexpected parameter(s) {unexpected[:3]}" if unexpected else "",
+                f"wrong shapes: {'; '.join(shapes[:3])}" if shapes else ""]
+    return ", ".join(problem for problem in problems if problem)
+
+
+# --- structure ---------------------------------------------------------------------------------
+
+
+@pytest.mark.points(1)
+def test_parameters_have_the_contract_names_and_shapes(impl, ref):
+    sizes = (2, 24, 3, 40, 0.1)
+    got = {name: p["shape"] for name, p in describe(impl.encoder.Encoder(*sizes)).parameters.items()}
+    expected = {name: list(p.shape) for name, p in ref.encoder.Encoder(*sizes).named_parameters()}
+    problems = parameter_problems(got, expected)
+    assert not problems, (
+        f"Encoder(2, d_model=24, n_heads=3, d_ff=40) has {problems}. Hint: layers = nn.ModuleList of EncoderLayer, "
+        "each with self_attn (MultiHeadAttention), feed_forward (FeedForward), residual1 and residual2 "
+        "(ResidualConnection); norm = nn.LayerNorm(d_model)."
+    )
+
+
+@pytest.mark.points(1)
+def test_self_attention_is_not_causal(impl):
+    info = describe(impl.encoder.EncoderLayer(D_MODEL, N_HEADS, D_FF))
+    assert info.modules.get("self_attn", "").endswith(".MultiHeadAttention"), (
+        f"EncoderLayer.self_attn should be your MultiHeadAttention, got {info.modules.get('self_attn', 'nothing')}"
+    )
+    assert "self_attn.mask" not in info.buffers, (
+        "EncoderLayer.self_attn has a causal mask buffer: the source is known entirely, so the encoder attends both "
+        "ways. Hint: MultiHeadAttention(ModelArgs(...), is_causal=False)."
+    )
+
+
+@pytest.mark.points(1)
+def test_layers_are_distinct_modules(impl, ref, device, seed):
+    m, r = pair(impl, ref, device, n_layers=3)
+    info = describe(m)
+    layers = sorted({name.split(".")[1] for name in info.parameters if name.startswith("layers.")})
+    assert layers == ["0", "1", "2"], (
+        f"Encoder(3, ...) has parameters for layers {layers} only: the others are the same object as an earlier "
+        "layer, so all share one set of weights. Hint: [EncoderLayer(...)] * n_layers repeats one layer; build a "
+        "new one for each: nn.ModuleList(EncoderLayer(...) for _ in range(n_layers))."
+    )
+    got = describe(m.get_submodule("layers.1")).parameters
+    assert set(got) == set(dict(r.layers[1].named_parameters())), (
+        f"layers.1 has parameters {sorted(got)[:4]}...: each layer should be an EncoderLayer."
+    )
+
+
+# --- agreement with the golden -----------------------------------------------------------------
+
+CASES = {  # n_layers, lengths (padding) or None, batch
+    "1 layer": (1, None, 2),
+    "2 layers": (2, None, 2),
+    "3 layers": (3, None, 2),
+    "3 layers, padding mask (B, 1, 1, T)": (3, [9, 6, 4], 3),
+    "batch of one": (2, None, 1),
+}
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("n_layers, lengths, batch", CASES.values(), ids=CASES.keys())
+def test_matches_golden(impl, ref, device, seed, n_layers, lengths, batch):
+    m, r = pair(impl, ref, device, n_layers=n_layers)
+    x = torch.randn(batch, 9, D_MODEL, device=device)
+    check_golden(m, r, x, padding(lengths, 9, device) if lengths else None)
+
+
+@pytest.mark.points(1)
+def test_float64_in_float64_out(impl, ref, device, seed):
+    m, r = pair(impl, ref, device)
+    m.to(torch.float64)
+    x = torch.randn(2, 7, D_MODEL, device=device, dtype=torch.float64)
+    check_golden(m, r, x, padding([7, 5], 7, device),
+                 hint="in float64: look for a hard-coded float32 (.float(), dtype=torch.float32); otherwise " + LAYER)
+
+
+@pytest.mark.points(1)
+def test_masked_source_tokens_change_nothing(impl, ref, device, seed):
+    m, _ = pair(impl, ref, device, n_layers=3)
+    x = torch.randn(3, 9, D_MODEL, device=device)
+    mask = padding([9, 6, 4], 9, device)
+    changed = x.clone()
+    changed[1, 6:], changed[2, 4:] = torch.randn(3, D_MODEL, device=device), torch.randn(5, D_MODEL, device=device)
+    before, after = run(m, x, mask), run(m, changed, mask)
+    hint = "pass the mask to every layer and in every layer to self_attn: self.self_attn(y, y, y, mask)"
+    assert_close(after[1, :6], before[1, :6], atol=1e-5, name="output at the real tokens of batch element 1",
+                 hint="only its padding (positions 6 to 8, blocked by the mask) changed: " + hint + ".")
+    assert_close(after[2, :4], before[2, :4], atol=1e-5, name="output at the real tokens of batch element 2",
+                 hint="only its padding (positions 4 to 8) changed: " + hint + ".")
+
+
+@pytest.mark.points(1)
+def test_final_norm_is_applied_after_the_last_layer(impl, ref, device, seed):
+    m, r = pair(impl, ref, device)
+    with torch.no_grad():
+        r.norm.weight.fill_(2.0)
+        r.norm.bias.fill_(0.5)
+    m.load_state_dict({"norm.weight": r.norm.weight.detach(), "norm.bias": r.norm.bias.detach()}, strict=False)
+    x = 3 * torch.randn(2, 7, D_MODEL, device=device) + 1
+    normalised = (run(m, x) - 0.5) / 2.0  # undoes the final norm's weight 2 and bias 0.5
+    hint = "the last operation of Encoder.forward is self.norm (nn.LayerNorm(d_model)), after every layer"
+    assert_close(normalised.mean(-1), torch.zeros(2, 7, device=device), atol=1e-4,
+                 name="mean over d_model of (output - norm.bias) / norm.weight", hint=hint + ".")
+    assert_close(normalised.var(-1, unbiased=False), torch.ones(2, 7, device=device), atol=1e-3,
+                 name="variance over d_model of (output - norm.bias) / norm.weight", hint=hint + ".")
+    check_golden(m, r, x)
+
+
+@pytest.mark.points(1)
+def test_every_parameter_gets_the_golden_gradient(impl, ref, device, seed):
+    m, r = pair(impl, ref, device, n_layers=2)
+    x = torch.randn(2, 7, D_MODEL, device=device)
+    mask = padding([7, 5], 7, device)
+    grad_output = torch.randn(2, 7, D_MODEL, device=device)
+    golden = backward(copy.deepcopy(r).double(), x.double().requires_grad_(True), mask,
+                      grad_output=grad_output.double())
+    ref32 = backward(r, x.clone().requires_grad_(True), mask, grad_output=grad_output)
+    try:
+        got = backward(m, x.clone().requires_grad_(True), mask, grad_output=grad_output)
+    except SubmissionFailure as failure:
+        raise type(failure)(f"{failure} Hint: {LAYER}.") from None
+    absent = [name for name in golden.parameters if name not in got.parameters]
+    assert not absent, (
+        f"Encoder has no parameter {absent[:3]} to take a gradient: every layer needs its own weights, "
+        "a new layer object for each."
+    )
+    unused = [name for name in golden.parameters if got.parameters[name] is None]
+    assert not unused, (
+        f"no gradient reached {unused[:3]}: that part of the module is never used in forward. Hint: " + LAYER + "; "
+        "each residual connection wraps its own sublayer."
+    )
+    for name, want in golden.parameters.items():
+        assert_close(got.parameters[name], want.float(), atol=tolerance(ref32.parameters[name], want),
+                     name=f"gradient of {name}", hint="the gradients follow the forward pass: " + LAYER + ".")
+    assert got.inputs and got.inputs[0] is not None, "no gradient reached the input x: do not detach it"
+    assert_close(got.inputs[0], golden.inputs[0].float(), atol=tolerance(ref32.inputs[0], golden.inputs[0]),
+                 name="gradient of the input x")
+
+
+@pytest.mark.points(1)
+def test_dropout_only_in_training_mode(impl, ref, device, seed):
+    m, r = pair(impl, ref, device, dropout=0.5)
+    x = torch.randn(2, 7, D_MODEL, device=device)
+    check_golden(m, r, x, name="Encoder output in eval mode (dropout=0.5)",
+                 hint="in eval mode every dropout is off. If only this test fails, pass dropout on to the "
+                      "sublayers and let their nn.Dropout modules switch themselves off; otherwise " + LAYER)
+    m.train()
+    assert not torch.equal(run(m, x), run(m, x)), (
+        "Encoder(dropout=0.5) in training mode gave the same output twice: pass dropout on to self_attn, "
+        "feed_forward and the residual connections."
+    )

@@ -1,0 +1,231 @@
+"""Hidden tests for exercises/sublayers.py: structure, agreement with a float64 golden, pre-norm, dropout.
+
+The submission gets the reference's weights by name (its LayerNorm weights drawn at random, so that
+a norm in the wrong place shows), so any difference is in the computation. The sublayers handed to
+ResidualConnection are built in the worker: a module of the grader's probes, an nn.Linear, a plain
+function. Expected values are float64 goldens of the reference; each tolerance comes from how far
+the float32 reference lands from them.
+"""
+
+import copy
+
+import pytest
+import torch
+
+from grader.remote import SubmissionFailure
+from grader.testing import assert_close, backward, describe, expect_tensor, expect_tuple, tolerance
+
+D_MODEL, D_FF = 16, 32
+PRE_NORM = "return x + self.dropout(sublayer(self.norm(x))): normalise, apply the sublayer, drop, add x"
+FEED_FORWARD = "forward(x) = self.w2(self.dropout(torch.relu(self.w1(x))))"
+
+
+def load_reference(m, r, what):
+    weights = {name: p.detach() for name, p in r.named_parameters()}
+    missing, unexpected = expect_tuple(m.load_state_dict(weights, strict=False), 2, name="load_state_dict()")
+    info = describe(m)
+    assert not unexpected, (
+        f"{what} has no parameter {unexpected[0]!r}; it has {sorted(info.parameters) or 'none'}. "
+        "Hint: the grader loads weights by name: use the attribute names of the docstring."
+    )
+    assert not missing, f"{what} has parameter(s) {missing} that the contract does not ask for."
+
+
+def feed_forward_pair(impl, ref, device, *, dropout=0.0):
+    r = ref.sublayers.FeedForward(D_MODEL, D_FF, dropout)
+    m = impl.sublayers.FeedForward(D_MODEL, D_FF, dropout)
+    load_reference(m, r, "FeedForward")
+    return m.to(device).eval(), r.to(device).eval()
+
+
+def residual_pair(impl, ref, device, *, dropout=0.0):
+    r = ref.sublayers.ResidualConnection(D_MODEL, dropout)
+    with torch.no_grad():  # nn.LayerNorm starts as weight 1, bias 0: draw them so the norm's place shows
+        r.norm.weight.copy_(1 + 0.5 * torch.randn(D_MODEL))
+        r.norm.bias.copy_(0.5 * torch.randn(D_MODEL))
+    m = impl.sublayers.ResidualConnection(D_MODEL, dropout)
+    load_reference(m, r, "ResidualConnection")
+    return m.to(device).eval(), r.to(device).eval()
+
+
+def linear_pair(impl, device):
+    """An nn.Linear(d_model, d_model) here and its twin with the same weights in the worker."""
+    local = torch.nn.Linear(D_MODEL, D_MODEL).to(device)
+    remote = impl.torch.nn.Linear(D_MODEL, D_MODEL).to(device)
+    remote.load_state_dict({name: p.detach() for name, p in local.state_dict().items()})
+    return remote, local
+
+
+def run(module, *args, what, hint=""):
+    try:
+        return expect_tensor(module(*args), name=f"{what} output")
+    except SubmissionFailure as failure:
+        raise type(failure)(f"{failure}{' Hint: ' + hint if hint else ''}") from None
+
+
+def check_golden(m, r, x, *sublayer, what, name="output", hint=""):
+    """m(x, *sublayer) against the float64 golden of r(x, *sublayer) (a local sublayer is copied to float64)."""
+    doubled = [copy.deepcopy(s).double() if isinstance(s, torch.nn.Module) else s for s in sublayer[1:]]
+    want = copy.deepcopy(r).double()(x.double(), *doubled)
+    atol = tolerance(r(x.float(), *sublayer[1:]), want)
+    out = run(m, x, *sublayer[:1], what=what, hint=hint)
+    assert_close(out, want.to(x.dtype), atol=atol, name=f"{what} {name}", hint=hint)
+
+
+# --- FeedForward ---------------------------------------------------------------------------------
+
+
+@pytest.mark.points(1)
+def test_feed_forward_has_the_contract_layers(impl):
+    info = describe(impl.sublayers.FeedForward(24, 40, 0.1))
+    got = {name: p["shape"] for name, p in info.parameters.items()}
+    expected = {"w1.weight": [40, 24], "w1.bias": [40], "w2.weight": [24, 40], "w2.bias": [24]}
+    assert got == expected, (
+        f"FeedForward(24, 40) has parameters {got}, expected {expected}. "
+        "Hint: w1 = nn.Linear(d_model, d_ff), w2 = nn.Linear(d_ff, d_model), both with bias."
+    )
+    for name in ("w1", "w2"):
+        assert info.modules.get(name, "").endswith(".Linear"), (
+            f"FeedForward.{name} should be an nn.Linear, got {info.modules.get(name, 'nothing')}"
+        )
+    assert info.modules.get("dropout", "").endswith(".Dropout"), (
+        f"FeedForward.dropout should be an nn.Dropout, got {info.modules.get('dropout', 'nothing')}"
+    )
+
+
+@pytest.mark.points(2)
+@pytest.mark.parametrize("shape", [(2, 7, D_MODEL), (1, 3, D_MODEL), (3, 2, 5, D_MODEL)],
+                         ids=["(B, T, d_model)", "batch of one", "two leading dims"])
+def test_feed_forward_matches_golden(impl, ref, device, seed, shape):
+    m, r = feed_forward_pair(impl, ref, device)
+    x = torch.randn(*shape, device=device)
+    check_golden(m, r, x, what="FeedForward", hint=FEED_FORWARD + ": the relu sits between w1 and w2.")
+
+
+@pytest.mark.points(1)
+def test_feed_forward_dropout_acts_between_relu_and_w2(impl, ref, device, seed):
+    m, r = feed_forward_pair(impl, ref, device)
+    fixed = (torch.rand(2, 7, D_FF, device=device) > 0.3).float() * 2.0  # a fixed "dropout" pattern, (B, T, d_ff)
+    m.add_module("dropout", impl.probes.FixedMask(fixed))
+    dropped = copy.deepcopy(r)
+    dropped.add_module("dropout", ref.probes.FixedMask(fixed))
+    x = torch.randn(2, 7, D_MODEL, device=device)
+    check_golden(m, dropped, x, what="FeedForward", name="output with a fixed dropout",
+                 hint="the grader replaced dropout by a fixed (B, T, d_ff) mask: apply self.dropout to the hidden "
+                      "activations, after the relu and before w2: " + FEED_FORWARD + ".")
+
+
+# --- ResidualConnection --------------------------------------------------------------------------
+
+
+@pytest.mark.points(1)
+def test_residual_connection_has_the_contract_norm(impl):
+    info = describe(impl.sublayers.ResidualConnection(24, 0.1))
+    got = {name: p["shape"] for name, p in info.parameters.items()}
+    expected = {"norm.weight": [24], "norm.bias": [24]}
+    assert got == expected, (
+        f"ResidualConnection(24) has parameters {got}, expected {expected}. Hint: self.norm = nn.LayerNorm(d_model)."
+    )
+    for name, kind in (("norm", ".LayerNorm"), ("dropout", ".Dropout")):
+        assert info.modules.get(name, "").endswith(kind), (
+            f"ResidualConnection.{name} should be an nn{kind}, got {info.modules.get(name, 'nothing')}"
+        )
+
+
+@pytest.mark.points(2)
+def test_residual_is_pre_norm_not_post_norm(impl, ref, device, seed):
+    m, r = residual_pair(impl, ref, device)
+    x = 3 * torch.randn(2, 7, D_MODEL, device=device) + 1
+    out = run(m, x, impl.probes.Scale(2.0), what="ResidualConnection")
+    with torch.no_grad():
+        post = r.norm(x + 2 * x)
+    if torch.allclose(out, post, atol=1e-4):
+        raise AssertionError(
+            "ResidualConnection returned norm(x + sublayer(x)): that is post-norm, the original paper's order. The kit "
+            "is pre-norm: the sublayer gets norm(x) and x itself is added back, so the identity path never passes "
+            "through a LayerNorm. Hint: " + PRE_NORM + "."
+        )
+    check_golden(m, r, x, impl.probes.Scale(2.0), ref.probes.Scale(2.0), what="ResidualConnection",
+                 name="output with sublayer y -> 2 y", hint=PRE_NORM + ".")
+
+
+@pytest.mark.points(1)
+def test_residual_path_carries_x_and_its_gradient_unchanged(impl, ref, device, seed):
+    m, _ = residual_pair(impl, ref, device)
+    x = torch.randn(2, 7, D_MODEL, device=device)
+    out = run(m, x, impl.probes.Scale(0.0), what="ResidualConnection")
+    assert_close(out, x, atol=0.0, name="ResidualConnection output with a sublayer that returns 0",
+                 hint="with nothing from the sublayer only the residual path is left, and it is x itself: " +
+                      PRE_NORM + ".")
+    grad_output = torch.randn(2, 7, D_MODEL, device=device)
+    try:
+        got = backward(m, x.clone().requires_grad_(True), impl.probes.Scale(0.0), grad_output=grad_output)
+    except SubmissionFailure as failure:
+        raise type(failure)(f"{failure} Hint: {PRE_NORM}.") from None
+    assert got.inputs and got.inputs[0] is not None, "no gradient reached x: do not detach it"
+    assert_close(got.inputs[0], grad_output, atol=0.0, name="gradient of x with a sublayer that returns 0",
+                 hint="the gradient flows back through the identity path untouched; that is why residuals let deep "
+                      "stacks train.")
+
+
+SUBLAYERS = {
+    "nn.Linear built in the worker": "linear",
+    "a plain function (torch.tanh)": "tanh",
+}
+
+
+@pytest.mark.points(2)
+@pytest.mark.parametrize("kind", SUBLAYERS.values(), ids=SUBLAYERS.keys())
+def test_any_callable_works_as_the_sublayer(impl, ref, device, seed, kind):
+    m, r = residual_pair(impl, ref, device)
+    remote, local = linear_pair(impl, device) if kind == "linear" else (impl.torch.tanh, torch.tanh)
+    x = torch.randn(2, 7, D_MODEL, device=device)
+    check_golden(m, r, x, remote, local, what="ResidualConnection", name=f"output with sublayer {kind}",
+                 hint="sublayer may be any callable, a module or a function: call it as sublayer(...), never "
+                      "sublayer.forward(...). " + PRE_NORM + ".")
+
+
+@pytest.mark.points(1)
+def test_residual_matches_golden_in_float64(impl, ref, device, seed):
+    m, r = residual_pair(impl, ref, device)
+    m.to(torch.float64)
+    remote, local = linear_pair(impl, device)
+    remote.to(torch.float64)
+    x = torch.randn(2, 7, D_MODEL, device=device, dtype=torch.float64)
+    check_golden(m, r, x, remote, local, what="ResidualConnection", name="output in float64",
+                 hint="if only this test fails, keep the dtype of the input: no .float() and no tensor made without "
+                      "x's dtype; otherwise " + PRE_NORM + ".")
+
+
+@pytest.mark.points(1)
+def test_residual_dropout_acts_on_the_sublayer_output(impl, ref, device, seed):
+    m, r = residual_pair(impl, ref, device)
+    fixed = (torch.rand(2, 7, D_MODEL, device=device) > 0.3).float() * 2.0  # a fixed "dropout" pattern
+    m.add_module("dropout", impl.probes.FixedMask(fixed))
+    dropped = copy.deepcopy(r)
+    dropped.add_module("dropout", ref.probes.FixedMask(fixed))
+    remote, local = linear_pair(impl, device)
+    x = torch.randn(2, 7, D_MODEL, device=device)
+    check_golden(m, dropped, x, remote, local, what="ResidualConnection", name="output with a fixed dropout",
+                 hint="the grader replaced dropout by a fixed mask: drop the sublayer's output, after the sublayer, "
+                      "never x itself or the sublayer's input. " + PRE_NORM + ".")
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("module", ["FeedForward", "ResidualConnection"])
+def test_dropout_only_in_training_mode(impl, ref, device, seed, module):
+    if module == "FeedForward":
+        m, r = feed_forward_pair(impl, ref, device, dropout=0.5)
+        sublayer = ()
+    else:
+        m, r = residual_pair(impl, ref, device, dropout=0.5)
+        sublayer = (impl.probes.Scale(1.0), ref.probes.Scale(1.0))
+    x = torch.randn(4, 8, D_MODEL, device=device)
+    check_golden(m, r, x, *sublayer, what=module, name="output in eval mode (dropout=0.5)",
+                 hint="in eval mode the output is the one without dropout. If only this test fails, use self.dropout, "
+                      "an nn.Dropout that switches itself off in eval mode, not F.dropout(..., training=True).")
+    m.train()
+    first, second = run(m, x, *sublayer[:1], what=module), run(m, x, *sublayer[:1], what=module)
+    assert not torch.equal(first, second), (
+        f"{module}(dropout=0.5) in training mode gave the same output twice: apply self.dropout."
+    )

@@ -1,0 +1,206 @@
+"""Public tests for exercises/decoder.py: names and shapes, causality, what cross-attention reads, a known answer.
+
+Run them with `grader check decoder`. They need no reference solution: the expected names come from
+the exercise's docstrings, the masks' effects hold for any weights, and the known answer silences
+every sublayer but cross-attention, whose scores are all 0: each target position then adds the mean
+of the kept memory positions to itself.
+"""
+
+import pytest
+import torch
+
+from grader.remote import SubmissionFailure
+from grader.testing import assert_close, describe, expect_tensor, expect_tuple
+
+D_MODEL, N_HEADS, D_FF, MAX_SEQ_LEN = 16, 4, 32, 12
+T_TGT, T_SRC = 8, 6
+LAYER = ("1. x = self.residual1(x, lambda y: self.self_attn(y, y, y, tgt_mask)); "
+         "2. x = self.residual2(x, lambda y: self.cross_attn(y, memory, memory, src_mask)); "
+         "3. return self.residual3(x, self.feed_forward)")
+
+
+def layer_parameters(prefix=""):
+    """The names and shapes of a DecoderLayer's parameters, as the docstring asks for them."""
+    shapes = {f"{attn}.{w}.weight": [D_MODEL, D_MODEL] for attn in ("self_attn", "cross_attn")
+              for w in ("wq", "wk", "wv", "wo")}
+    shapes |= {"feed_forward.w1.weight": [D_FF, D_MODEL], "feed_forward.w1.bias": [D_FF],
+               "feed_forward.w2.weight": [D_MODEL, D_FF], "feed_forward.w2.bias": [D_MODEL]}
+    for i in (1, 2, 3):
+        shapes |= {f"residual{i}.norm.weight": [D_MODEL], f"residual{i}.norm.bias": [D_MODEL]}
+    return {prefix + name: shape for name, shape in shapes.items()}
+
+
+def check_parameters(module, expected, what, hint):
+    got = {name: p["shape"] for name, p in describe(module).parameters.items()}
+    missing = [name for name in expected if name not in got]
+    unexpected = [name for name in got if name not in expected]
+    shapes = [f"{name} {got[name]} (expected {expected[name]})" for name in expected if got.get(name, expected[name])
+              != expected[name]]
+    if missing or unexpected or shapes:
+        problems = [f"no parameter {missing[:3]}" if missing else "",
+                    f"unexpected parameter(s) {unexpected[:3]}" if unexpected else "",
+                    f"wrong shapes: {'; '.join(shapes[:3])}" if shapes else ""]
+        raise AssertionError(f"{what} has {', '.join(p for p in problems if p)}. Hint: {hint}")
+
+
+def run(module, *args, what="Decoder", **kwargs):
+    try:
+        return expect_tensor(module(*args, **kwargs), name=f"{what} output")
+    except SubmissionFailure as failure:
+        raise type(failure)(f"{failure} Hint: {LAYER}.") from None
+
+
+def decoder(impl, device, n_layers=2):
+    return impl.decoder.Decoder(n_layers, D_MODEL, N_HEADS, D_FF, max_seq_len=MAX_SEQ_LEN).to(device).eval()
+
+
+def padding(lengths, T, device):
+    """A keep mask (B, 1, 1, T): batch element b keeps its first lengths[b] positions."""
+    return (torch.arange(T) < torch.tensor(lengths)[:, None]).view(len(lengths), 1, 1, T).to(device)
+
+
+def inputs(device, batch=2):
+    return torch.randn(batch, T_TGT, D_MODEL, device=device), torch.randn(batch, T_SRC, D_MODEL, device=device)
+
+
+@pytest.mark.points(1)
+def test_decoder_layer_has_the_contract_sublayers(impl):
+    layer = impl.decoder.DecoderLayer(D_MODEL, N_HEADS, D_FF, max_seq_len=MAX_SEQ_LEN)
+    check_parameters(layer, layer_parameters(), "DecoderLayer(16, 4, 32)",
+                     "self_attn and cross_attn = MultiHeadAttention(ModelArgs(...)), feed_forward = FeedForward, "
+                     "residual1, residual2, residual3 = ResidualConnection.")
+    buffers = describe(layer).buffers
+    assert "self_attn.mask" in buffers, (
+        "DecoderLayer.self_attn has no causal mask buffer: the decoder must not see the target tokens it is to "
+        "predict. Hint: self_attn = MultiHeadAttention(ModelArgs(..., max_seq_len=max_seq_len), is_causal=True)."
+    )
+    shape = buffers["self_attn.mask"]["shape"]
+    assert shape == [1, 1, MAX_SEQ_LEN, MAX_SEQ_LEN], (
+        f"DecoderLayer(..., max_seq_len={MAX_SEQ_LEN}).self_attn has causal mask of shape {shape}, expected "
+        f"{[1, 1, MAX_SEQ_LEN, MAX_SEQ_LEN]}. Hint: self_attn = MultiHeadAttention(ModelArgs(..., "
+        "max_seq_len=max_seq_len), is_causal=True)."
+    )
+    assert "cross_attn.mask" not in buffers, (
+        "DecoderLayer.cross_attn has a causal mask: the source is known entirely, so build it with is_causal=False."
+    )
+
+
+@pytest.mark.points(1)
+def test_decoder_has_its_own_weights_in_every_layer_and_a_final_norm(impl):
+    expected = layer_parameters("layers.0.") | layer_parameters("layers.1.") | layer_parameters("layers.2.")
+    expected |= {"norm.weight": [D_MODEL], "norm.bias": [D_MODEL]}
+    m = impl.decoder.Decoder(3, D_MODEL, N_HEADS, D_FF, max_seq_len=MAX_SEQ_LEN)
+    got = describe(m).parameters
+    if any(name.startswith("layers.0.") for name in got) and not any(name.startswith("layers.1.") for name in got):
+        raise AssertionError(
+            "Decoder(3, ...) has parameters for layers.0 only: its three layers are one and the same object, sharing "
+            "one set of weights. Hint: [DecoderLayer(...)] * n_layers repeats one layer; build a new one for each."
+        )
+    check_parameters(m, expected, "Decoder(3, 16, 4, 32)",
+                     "layers = nn.ModuleList of n_layers DecoderLayers, norm = nn.LayerNorm(d_model).")
+
+
+@pytest.mark.points(1)
+def test_output_has_the_shape_of_the_target(impl, device, seed):
+    x, memory = inputs(device)
+    out = run(decoder(impl, device), x, memory)
+    assert tuple(out.shape) == (2, T_TGT, D_MODEL), (
+        f"Decoder output has shape {tuple(out.shape)} for a target (2, {T_TGT}, {D_MODEL}) and a memory "
+        f"(2, {T_SRC}, {D_MODEL}); expected (2, {T_TGT}, {D_MODEL}), the target's shape: the queries come from x."
+    )
+
+
+@pytest.mark.points(2)
+def test_future_target_tokens_do_not_leak(impl, device, seed):
+    m = decoder(impl, device)
+    x, memory = inputs(device)
+    before = run(m, x, memory)
+    for t in (0, 4):
+        changed = x.clone()
+        changed[:, t + 1:] = torch.randn_like(changed[:, t + 1:])
+        after = run(m, changed, memory)
+        leak = (after[:, : t + 1] - before[:, : t + 1]).abs().amax(dim=(0, 2)) > 1e-5
+        if bool(leak.any()):
+            s = int(torch.nonzero(leak)[0])
+            raise AssertionError(
+                f"Decoder output at position {s} changed when only target positions {t + 1} to {T_TGT - 1} changed: "
+                "the decoder peeks at tokens it must predict. Hint: self_attn = MultiHeadAttention(..., "
+                "is_causal=True), and queries, keys and values of self-attention all come from the target."
+            )
+
+
+@pytest.mark.points(1)
+def test_memory_is_read_at_every_position(impl, device, seed):
+    m = decoder(impl, device)
+    x, memory = inputs(device)
+    moved = (run(m, x, torch.randn_like(memory)) - run(m, x, memory)).abs().amax(dim=(0, 2))
+    assert bool((moved > 1e-4).all()), (
+        f"changing memory moved the Decoder output at position {int(moved.argmin())} by only "
+        f"{moved.min().item():.2g}: cross-attention should read keys and values from memory. Hint: "
+        "self.cross_attn(y, memory, memory, src_mask), with y the normalised decoder input."
+    )
+
+
+@pytest.mark.points(1)
+def test_masked_source_positions_are_never_read(impl, device, seed):
+    m = decoder(impl, device)
+    x, memory = inputs(device)
+    src_mask = padding([T_SRC, 3], T_SRC, device)
+    changed = memory.clone()
+    changed[1, 3:] = torch.randn(T_SRC - 3, D_MODEL, device=device)  # only memory blocked by src_mask
+    assert_close(run(m, x, changed, src_mask), run(m, x, memory, src_mask), atol=1e-5,
+                 name="Decoder output after changing only source positions blocked by src_mask",
+                 hint="pass src_mask to every layer and in every layer to cross_attn: "
+                      "self.cross_attn(y, memory, memory, src_mask).")
+
+
+@pytest.mark.points(1)
+def test_tgt_mask_blocks_target_padding(impl, device, seed):
+    m = decoder(impl, device)
+    x, memory = inputs(device)
+    tgt_mask = torch.ones(2, 1, 1, T_TGT, dtype=torch.bool, device=device)
+    tgt_mask[:, ..., 2] = False  # target position 2 is blocked as a key, e.g. a padding token
+    changed = x.clone()
+    changed[:, 2] = torch.randn(2, D_MODEL, device=device)
+    before, after = run(m, x, memory, tgt_mask=tgt_mask), run(m, changed, memory, tgt_mask=tgt_mask)
+    assert_close(after[:, 3:], before[:, 3:], atol=1e-5, name="Decoder output at positions 3 and later",
+                 hint="only target position 2 changed, and tgt_mask blocks it as a key. tgt_mask is an extra keep "
+                      "mask for self-attention, on top of the causal one: self.self_attn(y, y, y, tgt_mask).")
+
+
+@pytest.mark.points(1)
+def test_final_norm_normalises_every_position(impl, device, seed):
+    x, memory = inputs(device)
+    out = run(decoder(impl, device), 3 * x + 2, memory)
+    mean, var = out.mean(dim=-1), out.var(dim=-1, unbiased=False)
+    hint = ("with its initial weights (1 and 0) the final LayerNorm leaves every position with mean 0 and variance 1: "
+            "return self.norm(x) after the last layer.")
+    assert_close(mean, torch.zeros(2, T_TGT, device=device), atol=1e-4, name="mean over d_model of the output",
+                 hint=hint)
+    assert_close(var, torch.ones(2, T_TGT, device=device), atol=1e-3, name="variance over d_model of the output",
+                 hint=hint)
+
+
+@pytest.mark.points(2)
+def test_layer_with_uniform_cross_attention_adds_the_mean_of_kept_memory(impl, device, seed):
+    layer = impl.decoder.DecoderLayer(D_MODEL, N_HEADS, D_FF, max_seq_len=MAX_SEQ_LEN).to(device).eval()
+    weights = {name: torch.randn(*shape, device=device) / 4 for name, shape in layer_parameters().items()}
+    eye, zero = torch.eye(D_MODEL, device=device), torch.zeros(D_MODEL, D_MODEL, device=device)
+    weights |= {
+        "self_attn.wo.weight": zero,  # self-attention adds 0
+        "cross_attn.wq.weight": zero,  # every score 0: equal weights on the kept memory positions
+        "cross_attn.wv.weight": eye, "cross_attn.wo.weight": eye,  # the values are memory itself
+        "feed_forward.w2.weight": torch.zeros(D_MODEL, D_FF, device=device),  # the feed-forward adds 0
+        "feed_forward.w2.bias": torch.zeros(D_MODEL, device=device),
+    }
+    missing, unexpected = expect_tuple(layer.load_state_dict(weights, strict=False), 2, name="load_state_dict()")
+    assert not unexpected, f"DecoderLayer has no parameter {unexpected[0]!r}: use the names of the docstring."
+    extra = [name for name in missing if name in describe(layer).parameters]
+    assert not extra, f"DecoderLayer has parameter(s) {extra[:3]} that the exercise does not ask for."
+    x, memory = inputs(device)
+    src_mask = padding([T_SRC, 4], T_SRC, device)
+    expected = x + torch.stack([memory[0].mean(0), memory[1, :4].mean(0)])[:, None, :]
+    assert_close(run(layer, x, memory, src_mask, what="DecoderLayer"), expected, atol=1e-5,
+                 name="DecoderLayer output with only cross-attention left, all its scores 0 and wv = wo = I",
+                 hint="each target position should add the mean of the memory positions that src_mask keeps: "
+                      "keys and values come from memory itself (not normalised, not from x). " + LAYER + ".")

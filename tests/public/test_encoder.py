@@ -1,0 +1,161 @@
+"""Public tests for exercises/encoder.py: names and shapes, masks, the final norm, and a known answer.
+
+Run them with `grader check encoder`. They need no reference solution: the expected names come from
+the exercise's docstrings, the properties hold for any weights, and the known answer silences the
+attention (wo = 0) so that the layer is x plus the feed-forward of norm(x), computed here by hand.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from grader.remote import SubmissionFailure
+from grader.testing import assert_close, describe, expect_tensor, expect_tuple, tolerance
+
+D_MODEL, N_HEADS, D_FF = 16, 4, 32
+LAYER = ("x = self.residual1(x, lambda y: self.self_attn(y, y, y, mask)); "
+         "return self.residual2(x, self.feed_forward)")
+
+
+def layer_parameters(prefix=""):
+    """The names and shapes of an EncoderLayer's parameters, as the docstring asks for them."""
+    shapes = {f"self_attn.{w}.weight": [D_MODEL, D_MODEL] for w in ("wq", "wk", "wv", "wo")}
+    shapes |= {"feed_forward.w1.weight": [D_FF, D_MODEL], "feed_forward.w1.bias": [D_FF],
+               "feed_forward.w2.weight": [D_MODEL, D_FF], "feed_forward.w2.bias": [D_MODEL]}
+    for i in (1, 2):
+        shapes |= {f"residual{i}.norm.weight": [D_MODEL], f"residual{i}.norm.bias": [D_MODEL]}
+    return {prefix + name: shape for name, shape in shapes.items()}
+
+
+def check_parameters(module, expected, what, hint):
+    got = {name: p["shape"] for name, p in describe(module).parameters.items()}
+    missing = [name for name in expected if name not in got]
+    unexpected = [name for name in got if name not in expected]
+    shapes = [f"{name} {got[name]} (expected {expected[name]})" for name in expected if got.get(name, expected[name])
+              != expected[name]]
+    if missing or unexpected or shapes:
+        problems = [f"no parameter {missing[:3]}" if missing else "",
+                    f"unexpected parameter(s) {unexpected[:3]}" if unexpected else "",
+                    f"wrong shapes: {'; '.join(shapes[:3])}" if shapes else ""]
+        raise AssertionError(f"{what} has {', '.join(p for p in problems if p)}. Hint: {hint}")
+
+
+def run(module, *args, what="Encoder", **kwargs):
+    try:
+        return expect_tensor(module(*args, **kwargs), name=f"{what} output")
+    except SubmissionFailure as failure:
+        raise type(failure)(f"{failure} Hint: {LAYER}.") from None
+
+
+def encoder(impl, device, n_layers=2):
+    return impl.encoder.Encoder(n_layers, D_MODEL, N_HEADS, D_FF).to(device).eval()
+
+
+def padding(lengths, T, device):
+    """A keep mask (B, 1, 1, T): batch element b keeps its first lengths[b] positions."""
+    return (torch.arange(T) < torch.tensor(lengths)[:, None]).view(len(lengths), 1, 1, T).to(device)
+
+
+@pytest.mark.points(1)
+def test_encoder_layer_has_the_contract_sublayers(impl):
+    layer = impl.encoder.EncoderLayer(D_MODEL, N_HEADS, D_FF)
+    check_parameters(layer, layer_parameters(), "EncoderLayer(16, 4, 32)",
+                     "self_attn = MultiHeadAttention(ModelArgs(dim=d_model, n_heads=n_heads, dropout=dropout)), "
+                     "feed_forward = FeedForward(d_model, d_ff, dropout), residual1 and residual2 = "
+                     "ResidualConnection(d_model, dropout).")
+    info = describe(layer)
+    assert "self_attn.mask" not in info.buffers, (
+        "EncoderLayer.self_attn has a causal mask: the encoder sees the whole source, so build it with is_causal=False."
+    )
+
+
+@pytest.mark.points(2)
+def test_encoder_has_its_own_weights_in_every_layer_and_a_final_norm(impl):
+    expected = layer_parameters("layers.0.") | layer_parameters("layers.1.") | layer_parameters("layers.2.")
+    expected |= {"norm.weight": [D_MODEL], "norm.bias": [D_MODEL]}
+    m = impl.encoder.Encoder(3, D_MODEL, N_HEADS, D_FF)
+    got = describe(m).parameters
+    if any(name.startswith("layers.0.") for name in got) and not any(name.startswith("layers.1.") for name in got):
+        raise AssertionError(
+            "Encoder(3, ...) has parameters for layers.0 only: its three layers are one and the same object, sharing "
+            "one set of weights. Hint: [EncoderLayer(...)] * n_layers repeats one layer; build a new one for each: "
+            "nn.ModuleList(EncoderLayer(...) for _ in range(n_layers))."
+        )
+    check_parameters(m, expected, "Encoder(3, 16, 4, 32)",
+                     "layers = nn.ModuleList of n_layers EncoderLayers, norm = nn.LayerNorm(d_model).")
+
+
+@pytest.mark.points(1)
+def test_output_has_the_shape_of_the_input(impl, device, seed):
+    m = encoder(impl, device)
+    for shape in ((2, 7, D_MODEL), (1, 5, D_MODEL)):
+        out = run(m, torch.randn(*shape, device=device))
+        assert tuple(out.shape) == shape, (
+            f"Encoder output has shape {tuple(out.shape)} for an input of shape {shape}; expected the same "
+            "(B, T, d_model)."
+        )
+
+
+@pytest.mark.points(2)
+def test_layer_with_silent_attention_adds_the_feed_forward_of_norm_x(impl, device, seed):
+    layer = impl.encoder.EncoderLayer(D_MODEL, N_HEADS, D_FF).to(device).eval()
+    weights = {name: torch.randn(*shape, device=device) / 4 for name, shape in layer_parameters().items()}
+    weights["self_attn.wo.weight"] = torch.zeros(D_MODEL, D_MODEL, device=device)  # attention adds exactly 0
+    for i in (1, 2):
+        weights[f"residual{i}.norm.weight"] += 1
+    missing, unexpected = expect_tuple(layer.load_state_dict(weights, strict=False), 2, name="load_state_dict()")
+    assert not unexpected, f"EncoderLayer has no parameter {unexpected[0]!r}: use the names of the docstring."
+    extra = [name for name in missing if name in describe(layer).parameters]
+    assert not extra, f"EncoderLayer has parameter(s) {extra[:3]} that the exercise does not ask for."
+    x = torch.randn(2, 7, D_MODEL, device=device)
+
+    def by_hand(x):
+        w = {name: t.to(x.dtype) for name, t in weights.items()}
+        y = F.layer_norm(x, (D_MODEL,), w["residual2.norm.weight"], w["residual2.norm.bias"])
+        hidden = F.relu(F.linear(y, w["feed_forward.w1.weight"], w["feed_forward.w1.bias"]))
+        return x + F.linear(hidden, w["feed_forward.w2.weight"], w["feed_forward.w2.bias"])
+
+    want = by_hand(x.double())
+    assert_close(run(layer, x, what="EncoderLayer"), want.float(), atol=tolerance(by_hand(x), want),
+                 name="EncoderLayer output with wo = 0",
+                 hint="with wo = 0 the attention adds nothing, so the layer returns x + feed_forward(norm2(x)), where "
+                      f"norm2 is residual2's own LayerNorm: {LAYER}.")
+
+
+@pytest.mark.points(1)
+def test_final_norm_normalises_every_position(impl, device, seed):
+    out = run(encoder(impl, device), 3 * torch.randn(2, 7, D_MODEL, device=device) + 2)
+    mean, var = out.mean(dim=-1), out.var(dim=-1, unbiased=False)
+    assert_close(mean, torch.zeros(2, 7, device=device), atol=1e-4, name="mean over d_model of the Encoder output",
+                 hint="with its initial weights (1 and 0) the final LayerNorm leaves every position with mean 0 and "
+                      "variance 1: return self.norm(x) after the last layer.")
+    assert_close(var, torch.ones(2, 7, device=device), atol=1e-3, name="variance over d_model of the Encoder output",
+                 hint="apply self.norm (an nn.LayerNorm(d_model)) to the output of the last layer.")
+
+
+@pytest.mark.points(1)
+def test_every_position_sees_the_whole_source(impl, device, seed):
+    m = encoder(impl, device)
+    x = torch.randn(2, 7, D_MODEL, device=device)
+    changed = x.clone()
+    changed[:, -1] = torch.randn(2, D_MODEL, device=device)
+    moved = (run(m, changed) - run(m, x))[:, 0].abs().max().item()
+    assert moved > 1e-4, (
+        f"changing the last source token changed the output at position 0 by only {moved:.2g}: the encoder's "
+        "self-attention should let every position look at the whole source, later positions included. Hint: "
+        "self_attn is MultiHeadAttention(..., is_causal=False) and gets q, k and v from the same y."
+    )
+
+
+@pytest.mark.points(2)
+def test_padding_is_never_attended(impl, device, seed):
+    m = encoder(impl, device, n_layers=2)
+    x = torch.randn(2, 8, D_MODEL, device=device)
+    lengths = [8, 5]
+    mask = padding(lengths, 8, device)
+    changed = x.clone()
+    changed[1, 5:] = torch.randn(3, D_MODEL, device=device)  # only the padding of batch element 1
+    before, after = run(m, x, mask), run(m, changed, mask)
+    assert_close(after[1, :5], before[1, :5], atol=1e-5, name="output at the real tokens of batch element 1",
+                 hint="only its padding (positions 5 to 7, blocked by the mask) changed. Pass the mask to every "
+                      "layer, and in each layer to self_attn: self.self_attn(y, y, y, mask).")

@@ -1,0 +1,156 @@
+"""Public tests for exercises/sublayers.py: names and shapes, then known answers worked out by hand.
+
+Run them with `grader check sublayers`. They need no reference solution: the weights are set by
+hand (identity blocks, zeros) or the sublayer is a module whose effect is easy to predict, and the
+expected values are computed here in float64, each tolerance from how far the same computation
+lands in float32.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from grader.remote import SubmissionFailure
+from grader.testing import assert_close, describe, expect_tensor, expect_tuple, tolerance
+
+D_MODEL, D_FF = 16, 32
+PRE_NORM = "a ResidualConnection returns x + self.dropout(sublayer(self.norm(x))): normalise, apply, drop, add x"
+
+
+def load_weights(module, weights, what):
+    missing, unexpected = expect_tuple(module.load_state_dict(weights, strict=False), 2, name="load_state_dict()")
+    info = describe(module)
+    assert not unexpected, (
+        f"{what} has no parameter {unexpected[0]!r}; it has {sorted(info.parameters) or 'none'}. "
+        "Hint: the grader loads weights by name: use the attribute names of the docstring."
+    )
+    assert not missing, f"{what} has parameter(s) {missing} that the exercise does not ask for."
+
+
+def run(module, *args, what, hint=""):
+    try:
+        return expect_tensor(module(*args), name=f"{what} output")
+    except SubmissionFailure as failure:
+        raise type(failure)(f"{failure}{' Hint: ' + hint if hint else ''}") from None
+
+
+def pre_norm(x, sublayer):
+    """x + sublayer(LayerNorm(x)) with LayerNorm's initial weight 1 and bias 0."""
+    return x + sublayer(F.layer_norm(x, (x.size(-1),)))
+
+
+def check(out, by_hand, x, *, name, hint):
+    """`out` against by_hand(x) computed in float64, with the float32 error of by_hand as the tolerance."""
+    want = by_hand(x.double())
+    assert_close(out, want.to(x.dtype), atol=tolerance(by_hand(x.float()), want), name=name, hint=hint)
+
+
+@pytest.mark.points(1)
+def test_feed_forward_has_w1_and_w2_with_biases(impl):
+    info = describe(impl.sublayers.FeedForward(D_MODEL, D_FF))
+    got = {name: p["shape"] for name, p in info.parameters.items()}
+    expected = {"w1.weight": [D_FF, D_MODEL], "w1.bias": [D_FF], "w2.weight": [D_MODEL, D_FF], "w2.bias": [D_MODEL]}
+    assert got == expected, (
+        f"FeedForward({D_MODEL}, {D_FF}) has parameters {got}, expected {expected}. "
+        "Hint: w1 = nn.Linear(d_model, d_ff) widens, w2 = nn.Linear(d_ff, d_model) narrows back; both keep their bias."
+    )
+    assert info.modules.get("dropout", "").endswith(".Dropout"), (
+        f"FeedForward.dropout should be an nn.Dropout, got {info.modules.get('dropout', 'nothing')}"
+    )
+
+
+@pytest.mark.points(1)
+def test_residual_connection_has_a_layer_norm_named_norm(impl):
+    info = describe(impl.sublayers.ResidualConnection(D_MODEL))
+    got = {name: p["shape"] for name, p in info.parameters.items()}
+    expected = {"norm.weight": [D_MODEL], "norm.bias": [D_MODEL]}
+    assert got == expected, (
+        f"ResidualConnection({D_MODEL}) has parameters {got}, expected {expected}. "
+        "Hint: self.norm = nn.LayerNorm(d_model); the sublayer's parameters belong to the sublayer, not here."
+    )
+    for name, kind in (("norm", ".LayerNorm"), ("dropout", ".Dropout")):
+        assert info.modules.get(name, "").endswith(kind), (
+            f"ResidualConnection.{name} should be an nn{kind}, got {info.modules.get(name, 'nothing')}"
+        )
+
+
+@pytest.mark.points(2)
+def test_feed_forward_of_identity_blocks_gives_the_absolute_value(impl, device, seed):
+    ff = impl.sublayers.FeedForward(D_MODEL, D_FF).to(device).eval()
+    eye = torch.eye(D_MODEL, device=device)
+    load_weights(ff, {
+        "w1.weight": torch.cat([eye, -eye]),  # (d_ff, d_model): the first half copies x, the second negates it
+        "w1.bias": torch.zeros(D_FF, device=device),
+        "w2.weight": torch.cat([eye, eye], dim=1),  # (d_model, d_ff): adds the two halves back up
+        "w2.bias": torch.full((D_MODEL,), 0.5, device=device),
+    }, "FeedForward")
+    x = torch.randn(2, 7, D_MODEL, device=device)
+    check(run(ff, x, what="FeedForward"), lambda x: x.abs() + 0.5, x, name="FeedForward output",
+          hint="with w1 = [I; -I] and w2 = [I, I], relu(x) + relu(-x) = |x|, plus the bias 0.5 of w2. Without the "
+               "relu the two halves cancel. forward(x) = w2(dropout(relu(w1(x)))).")
+
+
+@pytest.mark.points(1)
+def test_feed_forward_keeps_the_shape_of_its_input(impl, device, seed):
+    ff = impl.sublayers.FeedForward(D_MODEL, D_FF).to(device).eval()
+    for shape in ((2, 7, D_MODEL), (1, 3, D_MODEL), (5, D_MODEL)):
+        out = run(ff, torch.randn(*shape, device=device), what="FeedForward")
+        assert tuple(out.shape) == shape, (
+            f"FeedForward output has shape {tuple(out.shape)} for an input of shape {shape}; expected the same. "
+            "Hint: nn.Linear acts on the last dim, whatever the leading dims: no view or reshape is needed."
+        )
+
+
+@pytest.mark.points(1)
+def test_zero_sublayer_returns_x_unchanged(impl, device, seed):
+    rc = impl.sublayers.ResidualConnection(D_MODEL).to(device).eval()
+    x = torch.randn(2, 7, D_MODEL, device=device)
+    out = run(rc, x, impl.probes.Scale(0.0), what="ResidualConnection")
+    assert_close(out, x, atol=0.0, name="ResidualConnection output with a sublayer that returns 0",
+                 hint="the residual path adds x itself, untouched: " + PRE_NORM + ".")
+
+
+@pytest.mark.points(2)
+def test_residual_is_pre_norm(impl, device, seed):
+    rc = impl.sublayers.ResidualConnection(D_MODEL).to(device).eval()
+    x = 3 * torch.randn(2, 7, D_MODEL, device=device) + 1  # far from normalised, so norm(x) and x differ
+    out = run(rc, x, impl.probes.Scale(2.0), what="ResidualConnection")
+    post = F.layer_norm(x + 2 * x, (D_MODEL,))
+    if torch.allclose(out, post, atol=1e-4):
+        raise AssertionError(
+            "ResidualConnection returned norm(x + sublayer(x)): that is post-norm. The kit is pre-norm: the sublayer "
+            "gets norm(x) and x is added back untouched. Hint: " + PRE_NORM + "."
+        )
+    check(out, lambda x: pre_norm(x, lambda y: 2 * y), x, name="ResidualConnection output with sublayer y -> 2 y",
+          hint=PRE_NORM + " (nn.LayerNorm starts with weight 1 and bias 0).")
+
+
+@pytest.mark.points(1)
+def test_any_module_works_as_the_sublayer(impl, device, seed):
+    rc = impl.sublayers.ResidualConnection(D_MODEL).to(device).eval()
+    weight, bias = torch.randn(D_MODEL, D_MODEL, device=device) / 4, torch.randn(D_MODEL, device=device)
+    linear = impl.torch.nn.Linear(D_MODEL, D_MODEL).to(device)
+    linear.load_state_dict({"weight": weight, "bias": bias})
+    x = torch.randn(2, 7, D_MODEL, device=device)
+    out = run(rc, x, linear, what="ResidualConnection", hint="call the sublayer like a function: sublayer(...).")
+    check(out, lambda x: pre_norm(x, lambda y: y @ weight.to(x.dtype).T + bias.to(x.dtype)), x,
+          name="ResidualConnection output with an nn.Linear sublayer", hint=PRE_NORM + ".")
+
+
+@pytest.mark.points(1)
+def test_dropout_acts_only_in_training_mode(impl, device, seed):
+    rc = impl.sublayers.ResidualConnection(D_MODEL, dropout=0.5).to(device).eval()
+    x = torch.randn(4, 8, D_MODEL, device=device)
+    evaluated = run(rc, x, impl.probes.Scale(1.0), what="ResidualConnection")
+    check(evaluated, lambda x: pre_norm(x, lambda y: y), x, name="ResidualConnection output in eval mode",
+          hint="in eval mode the output is the one without dropout, " + PRE_NORM + ". If only this test fails, call "
+               "self.dropout (an nn.Dropout switches itself off in eval mode), not F.dropout(..., training=True).")
+    rc.train()
+    added = run(rc, x, impl.probes.Scale(1.0), what="ResidualConnection") - x  # dropout(norm(x)), train mode
+    normed = F.layer_norm(x, (D_MODEL,))
+    dropped, kept = added.abs() < 1e-6, (added - 2 * normed).abs() < 1e-4
+    assert bool(dropped.any()) and bool((dropped | kept).all()), (
+        "with dropout=0.5 in training mode, out - x should hold 0 (dropped) or 2 * norm(x) (kept, scaled by "
+        f"1 / (1 - p)) in every entry; {int((~(dropped | kept)).sum())} entries are neither and "
+        f"{int(dropped.sum())} are 0. Hint: dropout acts on the sublayer's output only, not on x: {PRE_NORM}."
+    )
