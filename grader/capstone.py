@@ -50,7 +50,7 @@ def train_copy(
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     model.eval()
     return {"losses": losses, "seconds": time.perf_counter() - started}
 

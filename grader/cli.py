@@ -150,7 +150,8 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False) -> N
     table.add_row("[bold]Total[/]", "", total, f"{report.percent:.0f}%")
     console.print(table)
     for exercise in report.exercises:
-        shown = [t for t in exercise.tests if verbose or t.outcome in ("failed", "error")]
+        shown = [t for t in exercise.tests
+                 if verbose or t.outcome in ("failed", "error") or (t.outcome == "skipped" and t.max_points)]
         if exercise.status == "not started" and not verbose:
             console.print(f"[dim]○ {exercise.id}: not implemented yet — open exercises/{exercise.id}.py[/]")
             continue

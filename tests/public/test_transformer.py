@@ -1,0 +1,251 @@
+"""Public tests for exercises/transformer.py: names and shapes, the embedding scale, the logits, greedy decoding.
+
+Run them with `grader check transformer`. They need no reference solution: with the output projection
+of every attention and feed-forward sublayer set to 0, each layer passes its input through unchanged,
+so encode and decode reduce to LayerNorm(embedding * sqrt(d_model) + pe), computed here by hand.
+(PYTEST_DONT_REWRITE: the messages below are the whole feedback.)
+"""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from grader.testing import assert_close, describe, expect_tensor, expect_tuple
+
+SRC_VOCAB, TGT_VOCAB, D_MODEL, N_HEADS, N_LAYERS, D_FF, MAX_SEQ_LEN = 11, 13, 32, 4, 2, 64, 24
+START = 1
+SCALE = math.sqrt(D_MODEL)
+
+
+def transformer(impl, device, seed=0, *, n_layers=N_LAYERS):
+    impl.torch.manual_seed(seed)  # the worker's own generator: the same weights on every run
+    m = impl.transformer.Transformer(SRC_VOCAB, TGT_VOCAB, d_model=D_MODEL, n_heads=N_HEADS, n_layers=n_layers,
+                                     d_ff=D_FF, dropout=0.0, max_seq_len=MAX_SEQ_LEN)
+    return m.to(device).eval()
+
+
+def sinusoids(max_len, d_model):
+    """The contract's positional table (1, max_len, d_model)."""
+    position = torch.arange(max_len, dtype=torch.float64)[:, None]
+    angle = position / 10000 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    return torch.stack([angle.sin(), angle.cos()], dim=-1).reshape(1, max_len, d_model).float()
+
+
+def load(m, weights):
+    missing, unexpected = expect_tuple(m.load_state_dict(weights, strict=False), 2, name="load_state_dict()")
+    assert not unexpected, (
+        f"Transformer has no parameter or buffer {unexpected[0]!r}. Hint: the grader loads weights by name: "
+        "src_embed, tgt_embed, pos (its buffer pe), encoder, decoder, generator, and inside them the names of "
+        "the earlier exercises (layers.0.self_attn.wo, layers.0.feed_forward.w2, ...)."
+    )
+
+
+def pass_through_weights(device):
+    """Every sublayer's output projection 0 (each layer passes x through), a known table pe, random embeddings."""
+    zero = {}
+    for i in range(N_LAYERS):
+        for side, attentions in (("encoder", ("self_attn",)), ("decoder", ("self_attn", "cross_attn"))):
+            for attention in attentions:
+                zero[f"{side}.layers.{i}.{attention}.wo.weight"] = torch.zeros(D_MODEL, D_MODEL)
+            zero[f"{side}.layers.{i}.feed_forward.w2.weight"] = torch.zeros(D_MODEL, D_FF)
+            zero[f"{side}.layers.{i}.feed_forward.w2.bias"] = torch.zeros(D_MODEL)
+    for side in ("encoder", "decoder"):
+        zero[f"{side}.norm.weight"], zero[f"{side}.norm.bias"] = torch.ones(D_MODEL), torch.zeros(D_MODEL)
+    zero["pos.pe"] = sinusoids(MAX_SEQ_LEN, D_MODEL)
+    zero["src_embed.weight"] = torch.randn(SRC_VOCAB, D_MODEL) / math.sqrt(D_MODEL)  # std 1/sqrt(d_model)
+    zero["tgt_embed.weight"] = torch.randn(TGT_VOCAB, D_MODEL) / math.sqrt(D_MODEL)
+    zero["generator.weight"], zero["generator.bias"] = torch.randn(TGT_VOCAB, D_MODEL), torch.randn(TGT_VOCAB)
+    return {name: value.to(device) for name, value in zero.items()}
+
+
+def by_hand(weights, embed, tokens, scale=SCALE, positions=True):
+    """LayerNorm(embed[tokens] * scale + pe[:, :T]): encode or decode when every layer passes x through."""
+    x = weights[f"{embed}.weight"][tokens] * scale
+    if positions:
+        x = x + weights["pos.pe"][:, : tokens.size(1)]
+    return F.layer_norm(x, (D_MODEL,))
+
+
+# --- structure and shapes ----------------------------------------------------------------------
+
+
+@pytest.mark.points(2)
+def test_modules_have_the_contract_names_and_shapes(impl, device):
+    info = describe(transformer(impl, device))
+    got = {name: p["shape"] for name, p in info.parameters.items()
+           if name.split(".")[0] in ("src_embed", "tgt_embed", "generator")}
+    expected = {"src_embed.weight": [SRC_VOCAB, D_MODEL], "tgt_embed.weight": [TGT_VOCAB, D_MODEL],
+                "generator.weight": [TGT_VOCAB, D_MODEL], "generator.bias": [TGT_VOCAB]}
+    assert got == expected, (
+        f"Transformer({SRC_VOCAB}, {TGT_VOCAB}, d_model={D_MODEL}) has embedding and generator parameters {got}, "
+        f"expected {expected}. Hint: src_embed = nn.Embedding(src_vocab, d_model), tgt_embed = "
+        "nn.Embedding(tgt_vocab, d_model), generator = nn.Linear(d_model, tgt_vocab)."
+    )
+    for name, kind in (("src_embed", "Embedding"), ("tgt_embed", "Embedding"), ("pos", "PositionalEncoding"),
+                       ("encoder", "Encoder"), ("decoder", "Decoder"), ("generator", "Linear")):
+        found = info.modules.get(name, "nothing")
+        assert found.endswith(f".{kind}"), f"Transformer.{name} should be a {kind}, got {found}"
+    pe = info.buffers.get("pos.pe", {}).get("shape")
+    assert pe == [1, MAX_SEQ_LEN, D_MODEL], (
+        f"pos.pe has shape {pe}, expected [1, max_seq_len, d_model] = [1, {MAX_SEQ_LEN}, {D_MODEL}]. "
+        "Hint: pos = PositionalEncoding(d_model, max_seq_len, dropout)."
+    )
+    for side in ("encoder", "decoder"):
+        layers = sorted({name.split(".")[2] for name in info.modules if name.startswith(f"{side}.layers.")})
+        assert len(layers) == N_LAYERS, f"{side} has {len(layers)} layers for n_layers={N_LAYERS}"
+
+
+@pytest.mark.points(1)
+def test_encode_decode_and_logits_have_the_right_shapes(impl, device, seed):
+    m = transformer(impl, device, seed)
+    src = torch.randint(0, SRC_VOCAB, (2, 7), device=device)
+    tgt = torch.randint(0, TGT_VOCAB, (2, 5), device=device)
+    memory = expect_tensor(m.encode(src), name="encode(src)")
+    assert tuple(memory.shape) == (2, 7, D_MODEL), (
+        f"encode(src) with src of shape (2, 7) returned shape {tuple(memory.shape)}, expected (2, 7, {D_MODEL})"
+    )
+    out = expect_tensor(m.decode(memory, tgt), name="decode(memory, tgt)")
+    assert tuple(out.shape) == (2, 5, D_MODEL), (
+        f"decode(memory, tgt) with tgt of shape (2, 5) returned shape {tuple(out.shape)}, expected (2, 5, {D_MODEL}):"
+        " the decoder's output, before the generator"
+    )
+    logits = expect_tensor(m(src, tgt), name="Transformer output")
+    assert tuple(logits.shape) == (2, 5, TGT_VOCAB), (
+        f"Transformer(src (2, 7), tgt (2, 5)) returned shape {tuple(logits.shape)}, expected (2, 5, {TGT_VOCAB}) = "
+        "(B, T_tgt, tgt_vocab). Hint: return self.generator(self.decode(self.encode(src), tgt))."
+    )
+
+
+# --- the embedding scale, the positions, the logits --------------------------------------------
+
+MISTAKES = {  # (scale, positions added) -> what the output looks like instead
+    (1.0, True): "the embeddings are not multiplied by sqrt(d_model)",
+    (float(D_MODEL), True): "the embeddings are multiplied by d_model instead of sqrt(d_model)",
+    (SCALE, False): "the positional encoding is not added",
+}
+
+
+def diagnose(out, weights, embed, tokens):
+    for (scale, positions), mistake in MISTAKES.items():
+        wrong = by_hand(weights, embed, tokens, scale, positions)
+        if out.shape == wrong.shape and torch.allclose(out, wrong, atol=1e-4):
+            return f" It matches the output when {mistake}."
+    return ""
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("side", ["encode", "decode"])
+def test_embeddings_are_scaled_by_sqrt_d_model_and_positions_added(impl, device, seed, side):
+    m = transformer(impl, device)
+    weights = pass_through_weights(device)
+    load(m, weights)
+    src = torch.randint(0, SRC_VOCAB, (2, 7), device=device)
+    tgt = torch.randint(0, TGT_VOCAB, (2, 5), device=device)
+    if side == "encode":
+        out, embed, tokens = expect_tensor(m.encode(src), name="encode(src)"), "src_embed", src
+    else:
+        memory = torch.randn(2, 7, D_MODEL, device=device)
+        out, embed, tokens = expect_tensor(m.decode(memory, tgt), name="decode(memory, tgt)"), "tgt_embed", tgt
+    hint = (f"with every sublayer's output set to 0 the layers pass x through, so {side} returns "
+            f"LayerNorm({embed}(tokens) * sqrt(d_model) + pe[:, :T]): multiply by math.sqrt(self.d_model), then "
+            "self.pos adds the positions, on both sides.")
+    hint += diagnose(out, weights, embed, tokens)
+    assert_close(out, by_hand(weights, embed, tokens), atol=1e-4, name=f"{side} with pass-through layers", hint=hint)
+
+
+@pytest.mark.points(1)
+def test_logits_are_the_generator_of_the_decoder_output(impl, device, seed):
+    m = transformer(impl, device)
+    weights = pass_through_weights(device)
+    load(m, weights)
+    src = torch.randint(0, SRC_VOCAB, (2, 7), device=device)
+    tgt = torch.randint(0, TGT_VOCAB, (2, 5), device=device)
+    expected = by_hand(weights, "tgt_embed", tgt) @ weights["generator.weight"].T + weights["generator.bias"]
+    logits = expect_tensor(m(src, tgt), name="Transformer output")
+    hint = ("forward returns self.generator(decode(encode(src), tgt)): raw scores (logits), without a softmax; "
+            "with pass-through layers that is generator(LayerNorm(tgt_embed(tgt) * sqrt(d_model) + pe[:, :T])), so "
+            "if the decode test fails too, fix that first.")
+    if logits.shape == expected.shape and torch.allclose(logits.sum(-1), torch.ones_like(logits.sum(-1)), atol=1e-4):
+        hint += " Yours sum to 1 over the vocabulary: cross-entropy and argmax take the logits themselves."
+    assert_close(logits, expected, atol=1e-4, name="logits with pass-through layers", hint=hint)
+
+
+# --- greedy decoding ---------------------------------------------------------------------------
+
+
+def greedy(impl, m, src, max_len, start=START):
+    ys = expect_tensor(impl.transformer.greedy_decode(m, src, max_len, start), name="greedy_decode(...)")
+    B = src.size(0)
+    assert tuple(ys.shape) == (B, max_len), (
+        f"greedy_decode(model, src of shape {tuple(src.shape)}, max_len={max_len}, start_symbol={start}) returned "
+        f"shape {tuple(ys.shape)}, expected ({B}, {max_len}): max_len tokens, the start symbol included, so "
+        "max_len - 1 decoding steps."
+    )
+    assert ys.dtype == torch.int64, f"greedy_decode returned dtype {ys.dtype}, expected torch.int64 (token ids)"
+    assert bool((ys[:, 0] == start).all()), (
+        f"greedy_decode's first column is {ys[:, 0].tolist()}, expected start_symbol = {start} in every row. "
+        "Hint: start from ys = torch.full((B, 1), start_symbol, dtype=torch.long) and keep it."
+    )
+    return ys
+
+
+@pytest.mark.points(1)
+def test_greedy_decode_returns_max_len_tokens_from_the_start_symbol(impl, device, seed):
+    m = transformer(impl, device, seed)
+    ys = greedy(impl, m, torch.randint(0, SRC_VOCAB, (3, 7), device=device), 9)
+    assert bool(((ys >= 0) & (ys < TGT_VOCAB)).all()), (
+        f"greedy_decode returned tokens outside 0..{TGT_VOCAB - 1}: {ys.tolist()}. "
+        "Hint: append the argmax over the tgt_vocab logits of the last position."
+    )
+
+
+@pytest.mark.points(1)
+def test_greedy_decode_repeats_the_only_likely_token(impl, device, seed):
+    m = transformer(impl, device)
+    bias = torch.zeros(TGT_VOCAB, device=device)
+    bias[5] = 10.0
+    load(m, {"generator.weight": torch.zeros(TGT_VOCAB, D_MODEL, device=device), "generator.bias": bias})
+    ys = greedy(impl, m, torch.randint(0, SRC_VOCAB, (2, 6), device=device), 5)
+    expected = torch.tensor([[START, 5, 5, 5, 5]] * 2)
+    assert torch.equal(ys.cpu(), expected), (
+        f"with a generator whose logits always favour token 5, greedy_decode returned {ys.tolist()}, expected "
+        f"{expected.tolist()}. Hint: each step appends generator(out[:, -1]).argmax(dim=-1)."
+    )
+
+
+@pytest.mark.points(1)
+def test_greedy_decode_matches_a_decoding_by_hand(impl, device, seed):
+    m = transformer(impl, device)
+    weights = pass_through_weights(device)
+    load(m, weights)
+    ys = greedy(impl, m, torch.randint(0, SRC_VOCAB, (2, 6), device=device), 8)
+    # With pass-through layers position t sees only its own token: next = argmax generator(LN(embed * sqrt(d) + pe[t])).
+    expected = [START]
+    for _ in range(7):
+        row = by_hand(weights, "tgt_embed", torch.tensor([expected], device=device))[0, -1]
+        expected.append(int((weights["generator.weight"] @ row + weights["generator.bias"]).argmax()))
+    assert ys.cpu().tolist() == [expected] * 2, (
+        f"with pass-through layers greedy_decode returned {ys.cpu().tolist()}, expected {[expected] * 2}. Hint: "
+        "each step decodes all of ys (positions 0..t, so position t gets pe[t]) and appends the argmax of the "
+        "generator's logits at the LAST position, out[:, -1]. If the decode test fails too, fix that first."
+    )
+
+
+@pytest.mark.points(1)
+def test_each_greedy_token_is_the_models_most_likely_next_token(impl, device, seed):
+    m = transformer(impl, device, seed)
+    src = torch.randint(0, SRC_VOCAB, (3, 7), device=device)
+    ys = greedy(impl, m, src, 6)
+    for t in range(1, ys.size(1)):
+        logits = expect_tensor(m(src, ys[:, :t]), name="Transformer output")[:, -1]  # (B, tgt_vocab)
+        chosen = logits.gather(-1, ys[:, t : t + 1].to(logits.device)).squeeze(-1)
+        gap = logits.max(dim=-1).values - chosen
+        if bool((gap > 1e-4).any()):
+            b = int(torch.nonzero(gap > 1e-4)[0])
+            raise AssertionError(
+                f"greedy_decode put token {int(ys[b, t])} at position {t} of row {b}, but after "
+                f"{ys[b, :t].tolist()} the model's most likely next token is {int(logits[b].argmax())}. "
+                "Hint: decode all of ys so far and take the argmax of the logits of its LAST position, out[:, -1]."
+            )
