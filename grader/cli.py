@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -14,13 +15,20 @@ from typing import NoReturn
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
-from .curriculum import EXERCISES
+from .curriculum import BY_ID, EXERCISES
 from .reports import GradeReport, to_gradescope, write_json
 from .selection import Selection, UsageError, hidden_installed, kit_root, select
-from .session import GradingSession
+from .session import GradingSession, resolve_device
 from .submission import SubmissionInputError
 
 EXIT_OK, EXIT_FAIL_UNDER, EXIT_USAGE = 0, 1, 2
@@ -72,8 +80,31 @@ def build_parser() -> argparse.ArgumentParser:
                        help="skip slow tests (the capstone); they count as 0, so the score is a lower bound")
     check.add_argument("-v", "--verbose", action="store_true", help="list every test, not only failures")
 
+    batch = commands.add_parser("batch", help="grade every sub-folder or .zip of a folder, in parallel")
+    batch.add_argument("submissions", type=Path, metavar="SUBMISSIONS_DIR")
+    batch.add_argument("--out", type=Path, required=True, metavar="DIR",
+                       help="where DIR/<id>.json, DIR/grades.csv and DIR/summary.json go")
+    batch.add_argument("--jobs", type=_positive_int, default=os.cpu_count() or 1, metavar="N",
+                       help="submissions graded at once (default: the number of cores)")
+    batch.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+                       help="time budget for one whole submission (default 600)")
+    batch.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    batch.add_argument("--suite", choices=("public", "hidden", "all"), default=None)
+    batch.add_argument("--force", action="store_true", help="regrade submissions whose report is up to date")
+
+    release = commands.add_parser("release", help="build the student distribution (or the autograder bundle)")
+    release.add_argument("--out", type=Path, required=True, metavar="DIR")
+    release.add_argument("--autograder", action="store_true",
+                         help="include the hidden tests and the solutions, for graders and CI")
+
     commands.add_parser("list", help="show the curriculum: exercises, points and installed tests")
     return parser
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return int(text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,6 +112,10 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=False, highlight=False)
     if args.command == "list":
         return _list(console)
+    if args.command == "batch":
+        return _batch(args, console)
+    if args.command == "release":
+        return _release(args, console)
     return _check(args, console)
 
 
@@ -129,6 +164,84 @@ def _grade(
             on_start=lambda total: progress.update(task, total=total),
             on_test=lambda nodeid, outcome: progress.advance(task),
         )
+
+
+def _batch(args: argparse.Namespace, console: Console) -> int:
+    from . import batch
+
+    if not args.submissions.is_dir():
+        _die(f"{str(args.submissions)!r} is not a folder: give the folder that holds the submissions")
+    if args.timeout <= 0:
+        _die("--timeout must be a positive number of seconds")
+    try:
+        selection = select(None, args.suite)
+        resolve_device(args.device)
+    except (UsageError, ValueError) as error:
+        _die(str(error))
+    entries = batch.discover(args.submissions)
+    if not entries:
+        _die(f"no sub-folders or .zip files in {str(args.submissions)!r}")
+    if args.out.exists() and not args.out.is_dir():
+        _die(f"--out {str(args.out)!r} exists and is not a folder")
+    counts = {"done": 0, "not graded": 0, "skipped": 0}
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[counts]}"))
+    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as progress:
+        task = progress.add_task("Grading", total=len(entries), counts="")
+
+        def on_result(result: batch.Result) -> None:
+            kind = {"graded": "done", "skipped": "skipped"}.get(result.status, "not graded")
+            counts[kind] += 1
+            progress.update(task, advance=1, counts=" · ".join(f"{n} {k}" for k, n in counts.items() if n))
+
+        results = batch.run(entries, args.out, selection, jobs=args.jobs, timeout_s=args.timeout,
+                            device=args.device, force=args.force, on_result=on_result)
+    _render_summary(batch.summarise(results, selection), console, args.out)
+    return EXIT_OK
+
+
+def _render_summary(summary: dict, console: Console, out: Path) -> None:
+    statuses = ", ".join(f"{n} {status}" for status, n in sorted(summary["statuses"].items()))
+    console.print(f"[bold]{summary['submissions']} submissions[/] ({statuses}); "
+                  f"mean {_points(summary['mean_score'])}/{_points(summary['max_score'])}")
+    histogram = Table(title="Scores", title_justify="left", box=None)
+    histogram.add_column("percent")
+    histogram.add_column("")
+    histogram.add_column("count", justify="right")
+    top = max((row["count"] for row in summary["histogram"]), default=0) or 1
+    for row in summary["histogram"]:
+        bar = "█" * round(30 * row["count"] / top)
+        histogram.add_row(f"{row['from_percent']:>3}–{row['to_percent']:<3}", f"[cyan]{bar}[/]", str(row["count"]))
+    console.print(histogram)
+    means = Table(title="Mean per exercise", title_justify="left")
+    means.add_column("Exercise")
+    means.add_column("Mean", justify="right")
+    for exercise_id, mean in summary["exercises"].items():
+        means.add_row(exercise_id, f"{_points(mean)}/{_points(float(BY_ID[exercise_id].points))}")
+    console.print(means)
+    if summary["hardest_tests"]:
+        hardest = Table(title="Tests most students fail", title_justify="left")
+        hardest.add_column("Test")
+        hardest.add_column("Pass rate", justify="right")
+        for test in summary["hardest_tests"]:
+            hardest.add_row(escape(test["name"]), f"{test['pass_rate']:.0%}")
+        console.print(hardest)
+    for hit in summary["limits"]:
+        reason = f" ({escape(hit['reason'])})" if hit.get("reason") else ""
+        console.print(f"[yellow]not graded or hit a limit:[/] {escape(hit['id'])}: {', '.join(hit['limits'])}{reason}")
+    console.print(f"[dim]Reports in {escape(str(out))}/: <id>.json, grades.csv, summary.json[/]")
+
+
+def _release(args: argparse.Namespace, console: Console) -> int:
+    from .release import ReleaseError, build
+
+    try:
+        written = build(args.out, autograder=args.autograder)
+    except ReleaseError as error:
+        _die(str(error))
+    kind = "autograder bundle" if args.autograder else "student distribution"
+    console.print(f"Wrote the {kind} to {escape(str(args.out))} ({len(written)} files).")
+    return EXIT_OK
 
 
 def render(report: GradeReport, console: Console, *, verbose: bool = False) -> None:
@@ -189,6 +302,9 @@ def _list(console: Console) -> int:
 
 def run() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # SIGTERM (a batch's time budget, a CI job cancelled) unwinds like Ctrl-C, so that the worker's
+    # whole process tree is killed on the way out.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         code = main()
     except KeyboardInterrupt:

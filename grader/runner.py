@@ -97,6 +97,8 @@ def grade(
             pytest.main(args, plugins=plugins)
         if json_report.report is None:
             raise RuntimeError(f"pytest did not run the graded suites:\n{sink.getvalue()[-2000:]}")
+        if json_report.report.get("exitcode") == pytest.ExitCode.INTERRUPTED:
+            raise KeyboardInterrupt  # a partial run is no grade: report nothing rather than a low score
         exercises = scoring.score(json_report.report, list(selection.exercises))
     finally:
         session.close()

@@ -1,0 +1,241 @@
+"""`batch` grades a folder of submissions in parallel and resumably, and summarises the class.
+
+Each submission is graded by its own `grader check` process (with its own sandboxed worker), under
+a whole-submission time budget. Its report is written atomically to DIR/<id>.json as soon as it is
+done, keyed by a hash of the submission's exercise files, the suite and the kit; a rerun skips what
+is done, so a batch killed halfway finishes the rest and ends as an uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+import csv
+import ctypes
+import hashlib
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .curriculum import BY_ID
+from .reports import SCHEMA, write_json
+from .selection import Selection, kit_root
+from .submission import SubmissionInputError, load
+
+_PR_SET_PDEATHSIG = 1
+# How the worker's limits announce themselves in a test's message (see remote.py).
+LIMIT_SIGNS = {"timed out after": "timeout", "crashed with": "crash", "the worker exited with": "crash",
+               "ran out of memory": "memory"}
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    path: Path
+
+
+@dataclass(frozen=True)
+class Result:
+    id: str
+    status: str  # graded, skipped (done before), timeout, refused, failed
+    report: dict[str, Any]
+
+
+def discover(folder: Path) -> list[Entry]:
+    """Every sub-folder and .zip in `folder`, named by its file name (a zip without .zip)."""
+    candidates = sorted(p for p in folder.iterdir() if not p.name.startswith(".")
+                        and (p.is_dir() or p.suffix.lower() == ".zip"))
+    taken: set[str] = set()
+    entries = []
+    for path in candidates:
+        name = path.name if path.is_dir() else path.stem
+        if name in taken:
+            name = path.name
+        taken.add(name)
+        entries.append(Entry(name, path))
+    return entries
+
+
+def key(entry: Entry, selection: Selection) -> str:
+    """What a report depends on: the exercise files read, the suite and exercises, and the kit."""
+    digest = hashlib.sha256(f"{__version__}|{selection.suite}|{','.join(selection.exercises)}".encode())
+    try:
+        for name, data in sorted(load(entry.path).files.items()):
+            digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    except SubmissionInputError:
+        digest.update(entry.path.read_bytes() if entry.path.is_file() else b"unreadable")
+    for path in sorted(selection.files) + sorted((kit_root() / "grader").glob("*.py")):
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def run(
+    entries: list[Entry],
+    out: Path,
+    selection: Selection,
+    *,
+    jobs: int,
+    timeout_s: float,
+    device: str,
+    force: bool = False,
+    on_result: Callable[[Result], None] | None = None,
+) -> list[Result]:
+    """Grade every entry not already done; returns one Result per entry, in entry order."""
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in out.glob(".partial-*"):  # left by a batch that was killed: its reports never landed
+        shutil.rmtree(stale, ignore_errors=True)
+    keys = {entry.id: key(entry, selection) for entry in entries}
+    results: dict[str, Result] = {}
+    todo = []
+    for entry in entries:
+        done = _read(out / f"{entry.id}.json")
+        if not force and done and done.get("key") == keys[entry.id]:
+            results[entry.id] = Result(entry.id, "skipped", done)
+        else:
+            todo.append(entry)
+    for result in results.values():
+        if on_result:
+            on_result(result)
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(_grade, entry, out, selection, keys[entry.id], timeout_s, device) for entry in todo]
+        for future in as_completed(futures):
+            result = future.result()
+            results[result.id] = result
+            if on_result:
+                on_result(result)
+    ordered = [results[entry.id] for entry in entries]
+    write_grades_csv(ordered, selection, out / "grades.csv")
+    write_json(summarise(ordered, selection), out / "summary.json")
+    return ordered
+
+
+def _grade(entry: Entry, out: Path, selection: Selection, report_key: str, timeout_s: float, device: str) -> Result:
+    partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=out)) / "report.json"
+    command = [sys.executable, "-m", "grader", "check", *selection.exercises, "--submission", str(entry.path),
+               "--suite", selection.suite, "--device", device, "--json", str(partial)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "NO_COLOR": "1"}
+    process = subprocess.Popen(command, cwd=kit_root(), env=env, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace",
+                               preexec_fn=_die_with_batch)
+    try:
+        _, stderr = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.terminate()  # `grader check` unwinds on SIGTERM and kills its worker's tree
+        try:
+            process.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+        report = _empty_report(entry, selection, device, f"grading took longer than the {timeout_s:g} s budget")
+        status = "timeout"
+    else:
+        report = _read(partial) if process.returncode == 0 else None
+        if report is not None:
+            status = "graded"
+        else:
+            reason = (stderr.strip().splitlines() or [f"grader check exited with {process.returncode}"])[-1]
+            status = "refused" if process.returncode == 2 else "failed"
+            report = _empty_report(entry, selection, device, reason.removeprefix("grader: error: "))
+    finally:
+        partial.unlink(missing_ok=True)
+        partial.parent.rmdir()
+    report.update({"id": entry.id, "key": report_key, "status": status})
+    write_json(report, out / f"{entry.id}.json")
+    return Result(entry.id, status, report)
+
+
+def _die_with_batch() -> None:
+    # If the batch itself is killed, each `grader check` hears SIGTERM and cleans up after itself.
+    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("schema") == SCHEMA else None
+
+
+def _empty_report(entry: Entry, selection: Selection, device: str, reason: str) -> dict[str, Any]:
+    """A contract-shaped report for a submission that could not be graded: 0 everywhere, and why."""
+    exercises = [
+        {"id": exercise_id, "score": 0.0, "max_score": float(BY_ID[exercise_id].points), "blocked_by": [],
+         "tests": [{"name": f"{exercise_id} (not graded)", "outcome": "error", "points": 0.0,
+                    "max_points": float(BY_ID[exercise_id].points), "message": reason, "seed": None}]}
+        for exercise_id in selection.exercises
+    ]
+    return {"schema": SCHEMA, "submission": str(entry.path), "suite": selection.suite, "device": device,
+            "score": 0.0, "max_score": sum(e["max_score"] for e in exercises), "duration_s": 0.0,
+            "torch": "", "sandbox": "", "warnings": [reason], "exercises": exercises}
+
+
+def write_grades_csv(results: list[Result], selection: Selection, path: Path) -> None:
+    """One row per submission: id, one column per exercise, total. Written atomically."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["id", *selection.exercises, "total"])
+    for result in results:
+        scores = {e["id"]: e["score"] for e in result.report.get("exercises", [])}
+        writer.writerow([result.id, *(f"{scores.get(x, 0.0):g}" for x in selection.exercises),
+                         f"{result.report.get('score', 0.0):g}"])
+    fd, temporary = tempfile.mkstemp(prefix=".grades.", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(buffer.getvalue())
+    os.replace(temporary, path)
+
+
+def summarise(results: list[Result], selection: Selection) -> dict[str, Any]:
+    """Class statistics: score histogram, mean per exercise, hardest tests, and limit hits."""
+    reports = [r.report for r in results]
+    maximum = sum(float(BY_ID[x].points) for x in selection.exercises)
+    percents = [100 * r.get("score", 0.0) / maximum if maximum else 0.0 for r in reports]
+    histogram = Counter(min(int(p // 10), 9) for p in percents)
+    passed: Counter[str] = Counter()
+    seen: Counter[str] = Counter()
+    limits = []
+    for result in results:
+        hits = set()
+        for exercise in result.report.get("exercises", []) if result.status in ("graded", "skipped") else []:
+            for test in exercise.get("tests", []):
+                if test.get("outcome") == "skipped":
+                    continue
+                seen[test["name"]] += 1
+                passed[test["name"]] += test.get("outcome") == "passed"
+                hits |= {kind for sign, kind in LIMIT_SIGNS.items() if sign in test.get("message", "")}
+        reason = ""
+        if result.status in ("timeout", "refused", "failed"):
+            hits.add(result.status)
+            reason = (result.report.get("warnings") or [""])[0]
+        if hits:
+            limits.append({"id": result.id, "limits": sorted(hits), "reason": reason})
+    hardest = sorted(seen, key=lambda name: (passed[name] / seen[name], name))[:10]
+    return {
+        "submissions": len(results),
+        "statuses": dict(Counter(r.status for r in results)),
+        "max_score": maximum,
+        "mean_score": round(sum(r.get("score", 0.0) for r in reports) / len(reports), 4) if reports else 0.0,
+        "exercises": {
+            x: round(sum(_exercise_score(r, x) for r in reports) / len(reports), 4) if reports else 0.0
+            for x in selection.exercises
+        },
+        "histogram": [{"from_percent": 10 * i, "to_percent": 10 * i + 10, "count": histogram.get(i, 0)}
+                      for i in range(10)],
+        "hardest_tests": [{"name": n, "pass_rate": round(passed[n] / seen[n], 4), "failed": seen[n] - passed[n]}
+                          for n in hardest if passed[n] < seen[n]],
+        "limits": limits,
+    }
+
+
+def _exercise_score(report: dict[str, Any], exercise_id: str) -> float:
+    return next((e["score"] for e in report.get("exercises", []) if e.get("id") == exercise_id), 0.0)

@@ -1,0 +1,62 @@
+"""`release` builds the folders the kit ships: the student distribution and the autograder bundle.
+
+The student distribution holds what a student needs to work and to grade themselves on the public
+tests; the autograder bundle adds the reference solutions and the hidden tests, for Gradescope or
+an instructor's machine. Everything is copied from a list: whatever is not named never ships.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from .selection import kit_root
+
+
+class ReleaseError(ValueError):
+    """A release cannot be built where or from what was asked; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Bundle:
+    files: tuple[str, ...]  # single files, relative to the kit root
+    packages: tuple[str, ...]  # folders whose *.py files are copied, recursively
+    readme: str  # the file that becomes README.md
+
+
+STUDENT = Bundle(
+    files=("pyproject.toml", ".gitignore", "tests/conftest.py"),
+    packages=("exercises", "grader", "tests/public"),
+    readme="docs/student-README.md",
+)
+AUTOGRADER = Bundle(STUDENT.files, (*STUDENT.packages, "solutions", "tests/hidden"), "README.md")
+# A release may not be written inside the folders it is built from.
+SOURCE_FOLDERS = ("exercises", "solutions", "grader", "tests", "docs", "benchmarks", ".ci", ".git")
+
+
+def build(out: Path, *, autograder: bool = False, root: Path | None = None) -> list[Path]:
+    """Copy the student distribution (or the autograder bundle) into `out`; returns the files written."""
+    root = (root or kit_root()).resolve()
+    out = out.resolve()
+    bundle = AUTOGRADER if autograder else STUDENT
+    for folder in SOURCE_FOLDERS:
+        if out.is_relative_to(root / folder):
+            raise ReleaseError(f"{out} is inside the kit's {folder}/ folder: build the release somewhere else")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ReleaseError(f"{out} already exists and is not empty: choose a new folder or empty it first")
+    plan: dict[Path, Path] = {Path("README.md"): root / bundle.readme}
+    plan.update({Path(name): root / name for name in bundle.files})
+    for package in bundle.packages:
+        if not (root / package).is_dir():
+            raise ReleaseError(f"{root / package} is missing: build from a full checkout of the kit")
+        for source in sorted((root / package).rglob("*.py")):
+            if "__pycache__" not in source.parts:
+                plan[source.relative_to(root)] = source
+    missing = [str(source) for source in plan.values() if not source.is_file()]
+    if missing:
+        raise ReleaseError(f"{missing[0]} is missing: build from a full checkout of the kit")
+    for target, source in plan.items():
+        (out / target).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, out / target)
+    return sorted(plan)

@@ -1,0 +1,102 @@
+"""`grader batch`: every submission gets a report, a rerun skips what is done, and a batch killed
+halfway finishes the rest with the same results as an uninterrupted run."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "NO_COLOR": "1"}
+
+
+@pytest.fixture(scope="module")
+def class_folder(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("class")
+    shutil.copytree(REPO / "solutions", folder / "alice")
+    shutil.copytree(REPO / "exercises", folder / "bob")
+    with zipfile.ZipFile(folder / "carol.zip", "w") as archive:
+        archive.write(REPO / "solutions" / "attention.py", "carol-hw/attention.py")
+    with zipfile.ZipFile(folder / "mallory.zip", "w") as archive:
+        archive.writestr("../attention.py", "x = 1\n")
+    return folder
+
+
+def batch(folder: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "grader", "batch", str(folder), "--out", str(out), "--suite", "public",
+               "--jobs", "2", *extra]
+    return subprocess.run(command, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=600)
+
+
+def scores(out: Path) -> dict[str, list[tuple[str, str, float]]]:
+    return {
+        path.stem: [(t["name"], t["outcome"], t["points"]) for e in json.loads(path.read_text())["exercises"]
+                    for t in e["tests"]]
+        for path in sorted(out.glob("*.json")) if path.name != "summary.json"
+    }
+
+
+@pytest.fixture(scope="module")
+def first_run(class_folder, tmp_path_factory):
+    out = tmp_path_factory.mktemp("grades")
+    run = batch(class_folder, out)
+    return run, out
+
+
+def test_every_submission_gets_a_report_and_a_csv_row(first_run):
+    run, out = first_run
+    assert run.returncode == 0, run.stderr
+    rows = {row["id"]: row for row in csv.DictReader((out / "grades.csv").open())}
+    assert set(rows) == {"alice", "bob", "carol", "mallory"}, rows.keys()
+    assert float(rows["alice"]["total"]) == 100 and float(rows["bob"]["total"]) == 0
+    assert float(rows["carol"]["attention"]) == 10 and float(rows["carol"]["masking"]) == 0
+    mallory = json.loads((out / "mallory.json").read_text())
+    assert mallory["status"] == "refused" and "unsafe path" in mallory["warnings"][0]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["submissions"] == 4 and summary["statuses"] == {"graded": 3, "refused": 1}
+
+
+def test_a_rerun_skips_what_is_done(first_run, class_folder):
+    _, out = first_run
+    before = scores(out)
+    started = time.monotonic()
+    run = batch(class_folder, out)
+    assert run.returncode == 0, run.stderr
+    assert time.monotonic() - started < 30, "nothing should have been regraded"
+    statuses = {p.stem: json.loads(p.read_text())["status"] for p in out.glob("*.json") if p.stem != "summary"}
+    assert set(statuses.values()) <= {"graded", "refused"}, statuses
+    assert scores(out) == before
+
+
+def test_a_batch_killed_halfway_finishes_with_the_same_results(first_run, class_folder, tmp_path):
+    _, reference = first_run
+    out = tmp_path / "grades"
+    command = [sys.executable, "-m", "grader", "batch", str(class_folder), "--out", str(out), "--suite", "public",
+               "--jobs", "1"]
+    process = subprocess.Popen(command, cwd=REPO, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not list(out.glob("*.json")) and time.monotonic() < deadline:  # wait for the first report
+        time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert len([p for p in out.glob("*.json")]) < 4, "the batch finished before it could be killed"
+    run = batch(class_folder, out)
+    assert run.returncode == 0, run.stderr
+    assert scores(out) == scores(reference)
+    assert (out / "grades.csv").read_text() == (reference / "grades.csv").read_text()
+    assert not list(out.glob(".partial-*"))
+
+
+def test_a_missing_folder_is_a_one_line_usage_error(tmp_path):
+    run = batch(tmp_path / "nope", tmp_path / "out")
+    assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1, run.stderr
