@@ -106,7 +106,7 @@ def test_gradients_match_golden(impl, ref, device, seed):
                             grad_output=grad_output.double(), output_index=0).inputs
     ref_grads = backward(ref.attention.attention, q, k, v, grad_output=grad_output, output_index=0).inputs
     grads = backward(impl.attention.attention, q, k, v, grad_output=grad_output, output_index=0).inputs
-    for name, got, want, ref_got in zip(("query", "key", "value"), grads, golden_grads, ref_grads, strict=False):
+    for name, got, want, ref_got in zip(("query", "key", "value"), grads, golden_grads, ref_grads, strict=True):
         assert got is not None, f"no gradient reached {name}: keep the computation in torch, without .detach()"
         assert_close(got, want.float(), atol=tolerance(ref_got, want), name=f"gradient of {name}")
 
