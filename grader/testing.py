@@ -185,6 +185,36 @@ def describe(module: Any) -> ModuleInfo:
     )
 
 
+def load_parameters(
+    module: Any,
+    weights: dict[str, torch.Tensor],
+    *,
+    name: str,
+    names_hint: str,
+    extra_hint: str = "",
+    allow: Sequence[str] = (),
+    partial: bool = False,
+) -> ModuleInfo:
+    """Load `weights` into a submission's module by name, keeping the module's own buffers.
+
+    Fails as feedback when the module lacks one of the names, or (unless `partial`: hand-made
+    weights for a few layers) has parameters the exercise does not ask for; names in `allow`
+    (a `tril` made a parameter, say) are left to a structure test of their own.
+    """
+    missing, unexpected = expect_tuple(module.load_state_dict(weights, strict=False), 2, name="load_state_dict()")
+    info = describe(module)
+    if unexpected:
+        raise AssertionError(
+            f"{name} has no parameter or buffer {unexpected[0]!r}; its parameters start "
+            f"{sorted(info.parameters)[:4] or 'none'}. Hint: the grader loads weights by name: {names_hint}."
+        )
+    extra = [key for key in missing if key in info.parameters and key not in allow]
+    if extra and not partial:
+        suffix = f" Hint: {extra_hint}" if extra_hint else ""
+        raise AssertionError(f"{name} has parameter(s) {extra[:3]} that the exercise does not ask for.{suffix}")
+    return info
+
+
 def random_keep_mask(shape: Sequence[int], *, p_keep: float = 0.7, generator: torch.Generator | None = None,
                      device: torch.device | str = "cpu") -> torch.Tensor:
     """A random boolean keep mask in which every row keeps at least one key (key 0 where none was drawn).

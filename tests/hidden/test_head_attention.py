@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from grader.remote import SubmissionFailure
-from grader.testing import assert_close, backward, describe, expect_tensor, expect_tuple, tolerance
+from grader.testing import assert_close, backward, describe, expect_tensor, load_parameters, tolerance
 
 N_EMBD, HEAD_SIZE, BLOCK_SIZE = 24, 6, 10  # head_size != n_embd on purpose
 
@@ -21,17 +21,8 @@ def pair(impl, ref, device, *, n_embd=N_EMBD, head_size=HEAD_SIZE, block_size=BL
     r = ref.head_attention.HeadAttention(n_embd, head_size, block_size, dropout=dropout).to(device).eval()
     m = impl.head_attention.HeadAttention(n_embd, head_size, block_size, dropout=dropout).to(device).eval()
     weights = {name: p.detach() for name, p in r.named_parameters()}
-    missing, unexpected = expect_tuple(m.load_state_dict(weights, strict=False), 2, name="load_state_dict()")
-    info = describe(m)
-    assert not unexpected, (
-        f"HeadAttention has no parameter {unexpected[0]!r}; it has {sorted(info.parameters) or 'none'}. "
-        "Hint: the grader loads weights by name: call the layers key, query and value."
-    )
-    extra = [name for name in missing if name not in info.buffers and name != "tril"]
-    assert not extra, (
-        f"HeadAttention has parameter(s) {extra} that the exercise does not ask for. "
-        "Hint: nn.Linear(n_embd, head_size, bias=False)."
-    )
+    load_parameters(m, weights, name="HeadAttention", names_hint="call the layers key, query and value",
+                    extra_hint="nn.Linear(n_embd, head_size, bias=False).", allow=("tril",))
     return m, r
 
 

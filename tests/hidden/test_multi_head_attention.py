@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from grader.remote import SubmissionFailure
-from grader.testing import assert_close, backward, describe, expect_tensor, expect_tuple, random_keep_mask, tolerance
+from grader.testing import assert_close, backward, describe, expect_tensor, load_parameters, random_keep_mask, tolerance
 
 DIM, N_HEADS, MAX_SEQ_LEN = 16, 4, 16
 HEAD_DIM = DIM // N_HEADS
@@ -26,17 +26,8 @@ def pair(impl, ref, device, *, is_causal=False, dropout=0.0):
     r = ref.multi_head_attention.MultiHeadAttention(ref.config.ModelArgs(**sizes), is_causal=is_causal)
     m = impl.multi_head_attention.MultiHeadAttention(impl.config.ModelArgs(**sizes), is_causal=is_causal)
     weights = {name: p.detach() for name, p in r.named_parameters()}
-    missing, unexpected = expect_tuple(m.load_state_dict(weights, strict=False), 2, name="load_state_dict()")
-    info = describe(m)
-    assert not unexpected, (
-        f"MultiHeadAttention has no parameter {unexpected[0]!r}; it has {sorted(info.parameters) or 'none'}. "
-        "Hint: the grader loads weights by name: call the layers wq, wk, wv and wo."
-    )
-    extra = [name for name in missing if name not in info.buffers and name != "mask"]
-    assert not extra, (
-        f"MultiHeadAttention has parameter(s) {extra} that the contract does not ask for. "
-        "Hint: nn.Linear(dim, dim, bias=False)."
-    )
+    load_parameters(m, weights, name="MultiHeadAttention", names_hint="call the layers wq, wk, wv and wo",
+                    extra_hint="nn.Linear(dim, dim, bias=False).", allow=("mask",))
     return m.to(device).eval(), r.to(device).eval()
 
 

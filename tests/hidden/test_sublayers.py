@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from grader.remote import SubmissionFailure
-from grader.testing import assert_close, backward, describe, expect_tensor, expect_tuple, tolerance
+from grader.testing import assert_close, backward, describe, expect_tensor, load_parameters, tolerance
 
 D_MODEL, D_FF = 16, 32
 PRE_NORM = "return x + self.dropout(sublayer(self.norm(x))): normalise, apply the sublayer, drop, add x"
@@ -22,13 +22,7 @@ FEED_FORWARD = "forward(x) = self.w2(self.dropout(torch.relu(self.w1(x))))"
 
 def load_reference(m, r, what):
     weights = {name: p.detach() for name, p in r.named_parameters()}
-    missing, unexpected = expect_tuple(m.load_state_dict(weights, strict=False), 2, name="load_state_dict()")
-    info = describe(m)
-    assert not unexpected, (
-        f"{what} has no parameter {unexpected[0]!r}; it has {sorted(info.parameters) or 'none'}. "
-        "Hint: the grader loads weights by name: use the attribute names of the docstring."
-    )
-    assert not missing, f"{what} has parameter(s) {missing} that the contract does not ask for."
+    load_parameters(m, weights, name=what, names_hint="use the attribute names of the docstring")
 
 
 def feed_forward_pair(impl, ref, device, *, dropout=0.0):

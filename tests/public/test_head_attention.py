@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from grader.remote import SubmissionFailure
-from grader.testing import assert_close, describe, expect_tensor, expect_tuple
+from grader.testing import assert_close, describe, expect_tensor, load_parameters
 
 N_EMBD, HEAD_SIZE, BLOCK_SIZE = 16, 8, 12  # head_size != n_embd, so scaling by the wrong one shows
 
@@ -24,17 +24,8 @@ def head(impl, device, *, n_embd=N_EMBD, head_size=HEAD_SIZE, block_size=BLOCK_S
 
 def load_weights(module, weights):
     """Load hand-made weights by name; the module keeps its own `tril`."""
-    missing, unexpected = expect_tuple(module.load_state_dict(weights, strict=False), 2, name="load_state_dict()")
-    info = describe(module)
-    assert not unexpected, (
-        f"HeadAttention has no parameter {unexpected[0]!r}; it has {sorted(info.parameters) or 'none'}. "
-        "Hint: the grader loads weights by name: call the layers key, query and value."
-    )
-    extra = [name for name in missing if name not in info.buffers and name != "tril"]
-    assert not extra, (
-        f"HeadAttention has parameter(s) {extra} that the exercise does not ask for. "
-        "Hint: nn.Linear(n_embd, head_size, bias=False)."
-    )
+    load_parameters(module, weights, name="HeadAttention", names_hint="call the layers key, query and value",
+                    extra_hint="nn.Linear(n_embd, head_size, bias=False).", allow=("tril",))
 
 
 def call(m, x, hint=""):

@@ -11,20 +11,14 @@ import torch
 import torch.nn.functional as F
 
 from grader.remote import SubmissionFailure
-from grader.testing import assert_close, describe, expect_tensor, expect_tuple, tolerance
+from grader.testing import assert_close, describe, expect_tensor, load_parameters, tolerance
 
 D_MODEL, D_FF = 16, 32
 PRE_NORM = "a ResidualConnection returns x + self.dropout(sublayer(self.norm(x))): normalise, apply, drop, add x"
 
 
 def load_weights(module, weights, what):
-    missing, unexpected = expect_tuple(module.load_state_dict(weights, strict=False), 2, name="load_state_dict()")
-    info = describe(module)
-    assert not unexpected, (
-        f"{what} has no parameter {unexpected[0]!r}; it has {sorted(info.parameters) or 'none'}. "
-        "Hint: the grader loads weights by name: use the attribute names of the docstring."
-    )
-    assert not missing, f"{what} has parameter(s) {missing} that the exercise does not ask for."
+    load_parameters(module, weights, name=what, names_hint="use the attribute names of the docstring")
 
 
 def run(module, *args, what, hint=""):
