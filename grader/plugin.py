@@ -94,7 +94,7 @@ def impl(grading: GradingSession, request: pytest.FixtureRequest) -> Iterator[Su
     connection.release_all()
 
 
-class _Reference(types.SimpleNamespace):
+class _Reference:
     """The `ref` fixture: `ref.attention` is solutions/attention.py, imported in this trusted process."""
 
     def __getattr__(self, name: str) -> types.ModuleType:

@@ -26,10 +26,15 @@ from .session import GradingSession
 
 
 class _Progress:
-    """Reports each finished test to a callback (the command line draws a progress bar with it)."""
+    """Reports the number of tests, then each finished test (the command line draws a progress bar)."""
 
-    def __init__(self, on_test: Callable[[str, str], None] | None) -> None:
+    def __init__(self, on_start: Callable[[int], None] | None, on_test: Callable[[str, str], None] | None) -> None:
+        self._on_start = on_start
         self._on_test = on_test
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if self._on_start:
+            self._on_start(len(session.items))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self._on_test and (report.when == "call" or (report.when == "setup" and not report.passed)):
@@ -86,14 +91,9 @@ def grade(
             *(["--quick"] if quick else []),
         ]
 
-        class _Count:
-            def pytest_collection_finish(self, session: pytest.Session) -> None:
-                if on_start:
-                    on_start(len(session.items))
-
         sink = io.StringIO()
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), _no_plugin_autoload():
-            plugins = [json_report, PreparedSession(session), _Progress(on_test), _Count()]
+            plugins = [json_report, PreparedSession(session), _Progress(on_start, on_test)]
             pytest.main(args, plugins=plugins)
         if json_report.report is None:
             raise RuntimeError(f"pytest did not run the graded suites:\n{sink.getvalue()[-2000:]}")

@@ -146,7 +146,6 @@ class WorkerProcess:
         to_worker_r, self._to_worker = os.pipe()
         self._from_worker, from_worker_w = os.pipe()
         config = {
-            "device": device,
             "threads": 1,
             "limits": limits.rlimits(),
             "fd_in": to_worker_r,

@@ -28,7 +28,7 @@ def main(config: dict[str, Any]) -> None:
     from . import protocol
 
     protocol.preflight()  # before the hello: a broken environment is a start failure, not the student's
-    worker = Worker(protocol, torch, device=config["device"])
+    worker = Worker(protocol, torch)
     fd_in, fd_out = config["fd_in"], config["fd_out"]
     protocol.write_message(fd_out, {"ok": True, "value": worker.hello()}, {})
     while True:
@@ -52,10 +52,9 @@ def _limit_resources(limits: dict[str, int]) -> None:
 class Worker:
     """Holds the submission's objects behind integer handles and serves requests on them."""
 
-    def __init__(self, protocol: types.ModuleType, torch: types.ModuleType, *, device: str) -> None:
+    def __init__(self, protocol: types.ModuleType, torch: types.ModuleType) -> None:
         self.protocol = protocol
         self.torch = torch
-        self.device = device
         self.objects: dict[int, Any] = {}
         self.ids: dict[int, int] = {}  # id(object) -> handle, so one object keeps one handle
         self.next_handle = 1
