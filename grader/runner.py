@@ -87,6 +87,9 @@ def grade(
             "-p", "no:unraisableexception",
             "-p", "no:threadexception",
             "-q",
+            # Feedback is the plugin's own message per test; pytest's source-annotated tracebacks
+            # are never shown and cost over 10 s when every test of a stub fails.
+            "--tb=no",
             "--json-report-file=none",
             *(["--quick"] if quick else []),
         ]
