@@ -1,10 +1,12 @@
-"""`sandbox` runs untrusted code: it starts a worker process, bounds it, and kills its whole tree.
+"""`sandbox` runs untrusted code: it starts a sandbox, forks workers in it, bounds them, kills their trees.
 
-With bubblewrap the worker sees only the Python installation, a read-only copy of the submission
-and a private /tmp: no network, no kit files, its own PID namespace (so no process it starts can
-outlive it). Without bubblewrap it runs with resource limits in a fresh temporary folder, and this
-process becomes a child subreaper so that even children that called setsid() come back to us to be
-killed.
+A sandbox holds a `zygote` that imported torch once and forks a fresh worker whenever one is
+needed (at the start, and after every crash), so a worker starts in milliseconds; a batch reuses
+one sandbox for many submissions, one after another. With bubblewrap the sandbox sees only the
+Python installation, a read-only copy of the submission and a private /tmp: no network, no kit
+files, its own PID namespace (so no process it starts can outlive it). Without bubblewrap it runs
+with resource limits in a fresh temporary folder, and this process becomes a child subreaper so
+that even children that called setsid() come back to us to be killed.
 """
 
 from __future__ import annotations
@@ -16,11 +18,14 @@ import functools
 import importlib.util
 import json
 import os
+import select
 import shutil
 import signal
 import site
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -29,10 +34,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-# No torch import at module level: the command line starts the worker before it imports torch
+# No torch import at module level: the command line starts the sandbox before it imports torch
 # itself, so that the two imports (about a second each) run side by side.
 
-_PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_PDEATHSIG = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,52 +137,206 @@ class OutputTail:
             return text if new <= len(self._buffer) else f"[... {new - len(self._buffer)} bytes cut ...]\n{text}"
 
 
-class WorkerProcess:
-    """One started worker: its process, its two message pipes and its captured stdout and stderr."""
+class Zygote:
+    """A started sandbox whose process has imported torch and forks a fresh worker on request.
 
-    def __init__(self, stage: Path, *, device: str, limits: Limits, isolate: bool) -> None:
+    It serves one submission at a time: `connect(submission)` stages the submission's files (the
+    sandbox sees them read-only at /sandbox/exercises) and hands the zygote a new client
+    connection; when that connection closes, the zygote kills whatever the submission left running
+    and empties its scratch folders before it accepts the next one.
+    """
+
+    def __init__(self, *, device: str, limits: Limits, isolate: bool) -> None:
+        from . import processes, submission
+
         self.limits = limits
         self.isolated = isolate
-        self.stdout = OutputTail(limits.output_bytes)
-        self.stderr = OutputTail(limits.output_bytes)
-        self._ready = False
-        _become_subreaper()
-
-        to_worker_r, self._to_worker = os.pipe()
-        self._from_worker, from_worker_w = os.pipe()
+        self.stage = Path(tempfile.mkdtemp(prefix="grader-"))
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - the zygote writes here until close()
+        self._busy = False  # a client was handed over and may not be finished yet
+        self._requests = 0
+        global _subreaper_since
+        if _subreaper_since is None:
+            _subreaper_since = processes.become_subreaper()
+        submission.stage_worker(self.stage)
+        self._control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         config = {
-            "threads": 1,
-            "limits": limits.rlimits(),
-            "fd_in": to_worker_r,
-            "fd_out": from_worker_w,
+            "control_fd": theirs.fileno(),
+            "paths": ["/sandbox" if isolate else str(self.stage), *_python_paths()],
+            # Inside bubblewrap these are the sandbox's own tmpfs; without it there is nothing to empty.
+            "scratch": ["/tmp", "/dev/shm"] if isolate else [],
         }
-        config["paths"] = ["/sandbox" if isolate else str(stage), *_python_paths()]
         bootstrap = (
             "import json, sys; config = json.loads(sys.argv[1]); sys.path[:0] = config['paths']; "
-            "from gradeworker.worker import main; main(config)"
+            "from gradeworker.zygote import main; main(config)"
         )
         command = [sys.executable, "-I", "-S", "-c", bootstrap, json.dumps(config)]
         if isolate:
-            command = [*_bwrap_command(stage, device), *command]
-        self.started_at = time.monotonic()
+            command = [*_bwrap_command(self.stage, device), *command]
         self.process = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            pass_fds=(to_worker_r, from_worker_w),
-            cwd=str(stage),
+            stdout=self._log,
+            stderr=self._log,
+            pass_fds=(theirs.fileno(),),
+            cwd=str(self.stage),
             env=_worker_environment(),
+            preexec_fn=_die_with_parent,
         )
         _started_by_us.add(self.process.pid)
-        os.close(to_worker_r)
-        os.close(from_worker_w)
-        for stream, tail in ((self.process.stdout, self.stdout), (self.process.stderr, self.stderr)):
-            threading.Thread(target=_drain, args=(stream, tail), daemon=True).start()
+        theirs.close()
+
+    def alive(self) -> bool:
+        from . import processes
+
+        return self.process.returncode is None and processes.alive(self.process.pid)
+
+    def connect(self, submission: Any) -> Client:
+        """Stage `submission` (a submission.Submission) and open a client connection for it."""
+        from . import submission as submissions
+        from .selection import kit_root
+
+        if self._busy:
+            self._sync()
+        submissions.stage_exercises(submission, kit_root=kit_root(), into=self.stage)
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            socket.send_fds(self._control, [json.dumps({"op": "client"}).encode()], [theirs.fileno()])
+        except OSError:
+            mine.close()
+            raise WorkerStartError(f"the sandbox is gone: {self.problem()}") from None
+        finally:
+            theirs.close()
+        self._busy = True
+        return Client(mine, self)
+
+    def _sync(self) -> None:
+        """Wait until the zygote has finished the previous client and cleaned up after it."""
+        self._requests += 1
+        reply = _request(self._control, {"op": "sync", "id": self._requests}, self._requests, {},
+                         timeout_s=self.limits.start_timeout_s)
+        if reply is None:
+            raise WorkerStartError(f"the sandbox did not become ready: {self.problem()}")
+        self._busy = False
+
+    def problem(self) -> str:
+        """The last lines the zygote printed, or its exit status: why it is not serving."""
+        self._log.seek(0)
+        lines = self._log.read()[-4000:].decode(errors="replace").strip().splitlines()[-5:]
+        code = self.process.poll()
+        status = f"exited with code {code}" if code is not None else "stopped answering"
+        return " | ".join([status, *lines])
+
+    def close(self) -> None:
+        kill_tree(self.process.pid)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=5)
+        self._control.close()
+        self._log.close()
+        shutil.rmtree(self.stage, ignore_errors=True)
+
+
+class Client:
+    """One submission's connection to a zygote: spawn workers, learn how they died, kill them."""
+
+    def __init__(self, sock: socket.socket, zygote: Zygote) -> None:
+        self._socket = sock
+        self.zygote = zygote
+        self._requests = 0
+        self._replies: dict[int, dict[str, Any]] = {}
+
+    def spawn(self) -> WorkerProcess:
+        """Ask for a fresh worker; returns at once, the worker says hello when it is ready."""
+        to_worker_r, to_worker_w = os.pipe()
+        from_worker_r, from_worker_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        limits = self.zygote.limits
+        ours = [to_worker_w, from_worker_r, out_r, err_r]
+        try:
+            request = self._send({"op": "spawn", "limits": limits.rlimits(), "threads": 1},
+                                 [to_worker_r, from_worker_w, out_w, err_w])
+        except OSError:
+            for fd in ours:
+                os.close(fd)
+            raise WorkerStartError(f"the sandbox is gone: {self.zygote.problem()}") from None
+        finally:
+            for fd in (to_worker_r, from_worker_w, out_w, err_w):
+                os.close(fd)
+        return WorkerProcess(self, request, to_worker_w, from_worker_r, out_r, err_r, limits)
+
+    def call(self, message: dict[str, Any], *, timeout_s: float = 10.0) -> dict[str, Any] | None:
+        """Send a request and wait for its reply; None when the zygote is gone or silent."""
+        try:
+            request = self._send(message, [])
+        except OSError:
+            return None
+        return self.reply(request, timeout_s=timeout_s)
+
+    def reply(self, request: int, *, timeout_s: float) -> dict[str, Any] | None:
+        return _request(self._socket, None, request, self._replies, timeout_s=timeout_s)
+
+    def _send(self, message: dict[str, Any], fds: list[int]) -> int:
+        self._requests += 1
+        socket.send_fds(self._socket, [json.dumps({**message, "id": self._requests}).encode()], fds)
+        return self._requests
+
+    def close(self) -> None:
+        """Hang up: the zygote then kills this submission's workers and everything they started."""
+        self._socket.close()
+
+
+def _request(sock: socket.socket, message: dict[str, Any] | None, request: int,
+             replies: dict[int, dict[str, Any]], *, timeout_s: float) -> dict[str, Any] | None:
+    """Send `message` (unless None), then read replies until the one for `request` arrives."""
+    if message is not None:
+        try:
+            sock.send(json.dumps(message).encode())
+        except OSError:
+            return None
+    deadline = time.monotonic() + timeout_s
+    while request not in replies:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([sock], [], [], left)[0]:
+            return None
+        try:
+            data = sock.recv(65536)
+        except OSError:
+            return None
+        if not data:
+            return None
+        reply = json.loads(data)
+        replies[int(reply.get("id", -1))] = reply
+    return replies.pop(request)
+
+
+class WorkerProcess:
+    """One forked worker: its two message pipes, its captured stdout and stderr, its fate."""
+
+    def __init__(self, client: Client, request: int, to_worker: int, from_worker: int, out: int, err: int,
+                 limits: Limits) -> None:
+        self.limits = limits
+        self.isolated = client.zygote.isolated
+        self.stdout = OutputTail(limits.output_bytes)
+        self.stderr = OutputTail(limits.output_bytes)
+        self._client = client
+        self._request = request
+        self._pid: int | None = None
+        self._to_worker = to_worker
+        self._from_worker = from_worker
+        self._ready = False
+        self.started_at = time.monotonic()
+        for fd, tail in ((out, self.stdout), (err, self.stderr)):
+            threading.Thread(target=_drain, args=(fd, tail), daemon=True).start()
 
     @property
-    def pid(self) -> int:
-        return self.process.pid
+    def pid(self) -> int | None:
+        """The worker's pid inside the sandbox; None if the zygote never answered."""
+        if self._pid is None and self._request:
+            reply = self._client.reply(self._request, timeout_s=self.limits.start_timeout_s)
+            self._request = 0
+            self._pid = int(reply["pid"]) if reply and "pid" in reply else None
+        return self._pid
 
     def exchange(
         self, header: dict[str, Any], tensors: dict[str, torch.Tensor], *, timeout_s: float
@@ -198,8 +357,9 @@ class WorkerProcess:
         try:
             header, _ = self._receive(self.started_at + self.limits.start_timeout_s, self.limits.start_timeout_s)
         except (WorkerGone, WorkerTimeout) as problem:
-            stderr = self.stderr.since(0).strip().splitlines()[-5:]
-            raise WorkerStartError(f"the grading worker could not start: {problem}. " + " | ".join(stderr)) from None
+            raise WorkerStartError(
+                f"the grading worker could not start: {problem}. {self._client.zygote.problem()}"
+            ) from None
         self.hello = header.get("value") if isinstance(header.get("value"), dict) else {}
         self._ready = True
         return self.hello
@@ -219,16 +379,16 @@ class WorkerProcess:
             raise WorkerGone(f"the worker broke the protocol ({error})") from None
 
     def _death_reason(self) -> str:
-        try:
-            code = self.process.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return "the worker closed its connection"
+        pid = self.pid
+        reply = self._client.call({"op": "status", "pid": pid, "wait_s": 2.0}) if pid else None
+        status = (reply or {}).get("status") or {}
         self.kill()
-        if self.isolated and code > 128:
-            code = -(code - 128)  # bubblewrap reports a signal death as 128 + signal
-        if code < 0:
-            name = signal.Signals(-code).name
+        if not status:
+            return "the worker was killed together with its sandbox"
+        if status.get("running"):
+            return "the worker closed its connection"
+        if "signal" in status:
+            name = signal.Signals(int(status["signal"])).name
             hints = {
                 "SIGSEGV": "a segmentation fault",
                 "SIGKILL": "killed, most often for running out of memory",
@@ -237,21 +397,23 @@ class WorkerProcess:
                 "SIGABRT": "aborted",
             }
             return f"the worker crashed with {name} ({hints.get(name, 'a signal')})"
-        return f"the worker exited with code {code}"
+        return f"the worker exited with code {status.get('exit')}"
 
     def kill(self) -> None:
-        kill_tree(self.process.pid)
+        """Kill this worker and everything it started (the zygote knows them all)."""
+        if self._to_worker < 0:
+            return
+        self._client.call({"op": "kill"})
         for fd in (self._to_worker, self._from_worker):
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._to_worker = self._from_worker = -1
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout=5)
 
 
-def _drain(stream: Any, tail: OutputTail) -> None:
-    for chunk in iter(lambda: stream.read1(65536), b""):
-        tail.feed(chunk)
+def _drain(fd: int, tail: OutputTail) -> None:
+    with open(fd, "rb") as stream:
+        for chunk in iter(lambda: stream.read1(65536), b""):
+            tail.feed(chunk)
 
 
 def _worker_environment() -> dict[str, str]:
@@ -318,40 +480,9 @@ def _bwrap_command(stage: Path, device: str) -> list[str]:
     return command
 
 
-def _become_subreaper() -> None:
-    global _subreaper_since
-    if _subreaper_since is not None:
-        return
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except (OSError, AttributeError):
-        return
-    with open("/proc/uptime") as uptime:
-        _subreaper_since = float(uptime.read().split()[0]) * os.sysconf("SC_CLK_TCK") - 1
-
-
-def _children_map() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != b"Z":
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    return children
-
-
-def _descendants(root: int, children: dict[int, list[int]]) -> list[int]:
-    found, queue = [], [root]
-    while queue:
-        for child in children.get(queue.pop(), []):
-            found.append(child)
-            queue.append(child)
-    return found
+def _die_with_parent() -> None:
+    # Without bubblewrap's --die-with-parent, the zygote still must not outlive us.
+    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 _started_by_us: set[int] = set()
@@ -364,40 +495,18 @@ def kill_tree(root: int) -> None:
     Escaped processes whose parent died were re-parented to us (we are a child subreaper), so they
     show up as children of ours that we did not start, born after we became a subreaper.
     """
+    from . import processes
+
     me = os.getpid()
     for _ in range(100):
-        children = _children_map()
-        targets = [root, *_descendants(root, children)] if _alive(root) else []
+        children = processes.children_map()
+        targets = [root, *processes.descendants(root, children)] if processes.alive(root) else []
         for orphan in children.get(me, []):
-            if orphan not in _started_by_us and _born_after_subreaper(orphan):
-                targets += [orphan, *_descendants(orphan, children)]
+            started = processes.start_time(orphan)
+            if orphan not in _started_by_us and started is not None and _subreaper_since is not None \
+                    and started >= _subreaper_since:
+                targets += [orphan, *processes.descendants(orphan, children)]
         if not targets:
             return
-        for pid in targets:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        for pid in targets:
-            _reap(pid)
+        processes.kill_all(targets)
         time.sleep(0.01)
-
-
-def _born_after_subreaper(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            started = int(stat.read().rsplit(b")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return False
-    return _subreaper_since is not None and started >= _subreaper_since
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return False
-
-
-def _reap(pid: int) -> None:
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)

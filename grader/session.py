@@ -1,17 +1,14 @@
-"""`session` ties one submission to one worker for a whole grading run."""
+"""`session` ties one submission to its workers for a whole grading run."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import submission as submissions
-from .sandbox import Limits, WorkerProcess, bwrap_problem
-from .selection import kit_root
+from .sandbox import Client, Limits, WorkerProcess, Zygote, bwrap_problem
 
 if TYPE_CHECKING:
     from .remote import Connection, Submission
@@ -30,47 +27,78 @@ def resolve_device(requested: str) -> str:
 
 
 @dataclass
+class Workers:
+    """Starts one submission's workers from a zygote; starts a sandbox of its own if that one was killed."""
+
+    submission: submissions.Submission
+    device: str
+    zygote: Zygote
+    client: Client
+    owned: list[Zygote] = field(default_factory=list)
+
+    def start(self) -> WorkerProcess:
+        if not self.zygote.alive():
+            self.client.close()
+            self.zygote = Zygote(device=self.device, limits=self.zygote.limits, isolate=self.zygote.isolated)
+            self.owned.append(self.zygote)
+            self.client = self.zygote.connect(self.submission)
+        return self.client.spawn()
+
+    def close(self) -> None:
+        self.client.close()
+        for zygote in self.owned:
+            zygote.close()
+
+
+@dataclass
 class GradingSession:
     path: Path
     submission: submissions.Submission
     device: str
     limits: Limits
     isolated: bool
-    stage_dir: Path
+    workers: Workers
     connection: Connection
     opened_at: float = field(default_factory=time.monotonic)
 
     @classmethod
     def open(cls, path: Path, *, device: str = "auto", limits: Limits | None = None) -> GradingSession:
-        """Load and stage the submission, and start its worker at once so it warms up meanwhile."""
+        """Load the submission and start its sandbox at once, so it warms up while we import torch."""
         opened_at = time.monotonic()
         limits = limits or Limits.from_environment()
         loaded = submissions.load(path)
         if device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"unknown device {device!r}: use auto, cpu or cuda")
-        isolated = bwrap_problem() is None
-        stage_dir = Path(tempfile.mkdtemp(prefix="grader-"))
+        zygote = Zygote(device=device, limits=limits, isolate=bwrap_problem() is None)
         try:
-            submissions.stage(loaded, kit_root=kit_root(), into=stage_dir)
-
-            def start() -> WorkerProcess:
-                return WorkerProcess(stage_dir, device=device, limits=limits, isolate=isolated)
-
-            first = start()  # before torch is imported here: the two imports then overlap
-            try:
-                device = resolve_device(device)
-                from . import protocol
-                from .remote import Connection
-
-                protocol.preflight()
-            except BaseException:
-                first.kill()
-                raise
-            connection = Connection(start, limits, missing_files=loaded.missing, process=first, generation=1)
+            client = zygote.connect(loaded)
+            session = cls.around(path, loaded, zygote, client, device=device, opened_at=opened_at)
         except BaseException:
-            shutil.rmtree(stage_dir, ignore_errors=True)
+            zygote.close()
             raise
-        return cls(path, loaded, device, limits, isolated, stage_dir, connection, opened_at)
+        session.workers.owned.append(zygote)
+        return session
+
+    @classmethod
+    def around(cls, path: Path, loaded: submissions.Submission, zygote: Zygote, client: Client, *, device: str,
+               opened_at: float | None = None) -> GradingSession:
+        """A session on a zygote already connected to `loaded`; asks for its first worker at once."""
+        workers = Workers(loaded, device, zygote, client)
+        first = workers.start()
+        try:
+            device = resolve_device(device)
+            from . import protocol
+            from .remote import Connection
+
+            protocol.preflight()
+        except BaseException:
+            first.kill()
+            workers.close()
+            raise
+        connection = Connection(workers.start, zygote.limits, missing_files=loaded.missing, process=first,
+                                generation=1)
+        return cls(path, loaded, device, zygote.limits, zygote.isolated, workers, connection,
+                   opened_at if opened_at is not None else time.monotonic())
 
     def impl(self) -> Submission:
         from .remote import Submission
@@ -79,4 +107,4 @@ class GradingSession:
 
     def close(self) -> None:
         self.connection.close()
-        shutil.rmtree(self.stage_dir, ignore_errors=True)
+        self.workers.close()

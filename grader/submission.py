@@ -18,7 +18,7 @@ from .curriculum import SUBMISSION_FILES
 MAX_FILE_BYTES = 1 * 2**20
 MAX_ZIP_ENTRIES = 10_000
 MAX_ZIP_BYTES = 64 * 2**20
-WORKER_FILES = ("worker.py", "protocol.py", "probes.py", "instrument.py", "capstone.py")
+WORKER_FILES = ("zygote.py", "worker.py", "protocol.py", "processes.py", "probes.py", "instrument.py", "capstone.py")
 
 
 class SubmissionInputError(ValueError):
@@ -114,19 +114,23 @@ def _exercise_folder(paths: dict[PurePosixPath, zipfile.ZipInfo]) -> PurePosixPa
     return PurePosixPath(".")
 
 
-def stage(submission: Submission, *, kit_root: Path, into: Path) -> Path:
-    """Write the package the worker imports: `into/exercises` and `into/gradeworker`."""
+def stage_worker(into: Path) -> None:
+    """Write the worker's package, `into/gradeworker`: the code the zygote and its workers run."""
+    worker = into / "gradeworker"
+    worker.mkdir(parents=True)
+    (worker / "__init__.py").write_text('"""The grader\'s worker, staged for one sandbox."""\n')
+    here = Path(__file__).parent
+    for name in WORKER_FILES:
+        shutil.copyfile(here / name, worker / name)
+
+
+def stage_exercises(submission: Submission, *, kit_root: Path, into: Path) -> None:
+    """(Re)write `into/exercises`, the package the worker imports: the kit's config and the submission."""
     package = into / "exercises"
+    shutil.rmtree(package, ignore_errors=True)
     package.mkdir(parents=True)
     kit_exercises = kit_root / "exercises"
     for provided in ("__init__.py", "config.py"):
         shutil.copyfile(kit_exercises / provided, package / provided)
     for name, data in submission.files.items():
         (package / name).write_bytes(data)
-    worker = into / "gradeworker"
-    worker.mkdir()
-    (worker / "__init__.py").write_text('"""The grader\'s worker, staged for one sandboxed run."""\n')
-    here = Path(__file__).parent
-    for name in WORKER_FILES:
-        shutil.copyfile(here / name, worker / name)
-    return into

@@ -1,9 +1,9 @@
 """`worker` imports a submission and runs, in its own sandboxed process, what the trusted side asks.
 
-Copied into the sandbox with `protocol` and `probes`; it imports only the standard library, torch
-and safetensors. Everything in this process is untrusted once the submission is imported: the
-submission can rewrite any object here, so the trusted side believes nothing it has not decoded
-and checked itself. What this file does is make honest mistakes easy to read.
+Forked by the `zygote` with torch already imported, and copied into the sandbox with it; it imports
+only the standard library, torch and safetensors. Everything in this process is untrusted once the
+submission is imported: the submission can rewrite any object here, so the trusted side believes
+nothing it has not decoded and checked itself. What this file does is make honest mistakes easy to read.
 """
 
 from __future__ import annotations
@@ -18,18 +18,15 @@ from typing import Any
 MAX_TRACEBACK_CHARS = 4000
 
 
-def main(config: dict[str, Any]) -> None:
-    _limit_resources(config["limits"])
-    os.environ["OMP_NUM_THREADS"] = str(config.get("threads", 1))
-
+def serve(fd_in: int, fd_out: int, *, limits: dict[str, int], threads: int) -> None:
+    """Run in a freshly forked worker: bound it, say hello, then answer requests until hung up."""
+    _limit_resources(limits)
     import torch
 
-    torch.set_num_threads(int(config.get("threads", 1)))
+    torch.set_num_threads(threads)
     from . import protocol
 
-    protocol.preflight()  # before the hello: a broken environment is a start failure, not the student's
     worker = Worker(protocol, torch)
-    fd_in, fd_out = config["fd_in"], config["fd_out"]
     protocol.write_message(fd_out, {"ok": True, "value": worker.hello()}, {})
     while True:
         try:
