@@ -1,7 +1,8 @@
 """`batch` grades a folder of submissions in parallel and resumably, and summarises the class.
 
-Each submission is graded by its own `grader check` process (with its own sandboxed worker), under
-a whole-submission time budget. Its report is written atomically to DIR/<id>.json as soon as it is
+Each job is a `slot` process that imported torch and pytest once and keeps one sandbox warm; each
+submission is graded in a fresh process forked from its slot, with workers forked in its sandbox,
+under a whole-submission time budget. Its report is written atomically to DIR/<id>.json as soon as it is
 done, keyed by a hash of the submission's exercise files, the suite and the kit; a rerun skips what
 is done, so a batch killed halfway finishes the rest and ends as an uninterrupted run would.
 """
@@ -14,6 +15,8 @@ import hashlib
 import io
 import json
 import os
+import queue
+import select
 import shutil
 import signal
 import subprocess
@@ -106,56 +109,96 @@ def run(
     for result in results.values():
         if on_result:
             on_result(result)
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(_grade, entry, out, selection, keys[entry.id], timeout_s, device) for entry in todo]
-        for future in as_completed(futures):
-            result = future.result()
-            results[result.id] = result
-            if on_result:
-                on_result(result)
+    slots: queue.Queue[Slot] = queue.Queue()
+    for _ in range(min(max(1, jobs), max(1, len(todo)))):
+        slots.put(Slot(device))
+
+    def grade(entry: Entry) -> Result:
+        slot = slots.get()
+        try:
+            return _grade(slot, entry, out, selection, keys[entry.id], timeout_s, device)
+        finally:
+            slots.put(slot)
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            for future in as_completed([pool.submit(grade, entry) for entry in todo]):
+                result = future.result()
+                results[result.id] = result
+                if on_result:
+                    on_result(result)
+    finally:
+        while not slots.empty():
+            slots.get().close()
     ordered = [results[entry.id] for entry in entries]
     write_grades_csv(ordered, selection, out / "grades.csv")
     write_json(summarise(ordered, selection), out / "summary.json")
     return ordered
 
 
-def _grade(entry: Entry, out: Path, selection: Selection, report_key: str, timeout_s: float, device: str) -> Result:
-    partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=out)) / "report.json"
-    command = [sys.executable, "-m", "grader", "check", *selection.exercises, "--submission", str(entry.path),
-               "--suite", selection.suite, "--device", device, "--json", str(partial)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "NO_COLOR": "1"}
-    process = subprocess.Popen(command, cwd=kit_root(), env=env, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace",
-                               preexec_fn=_die_with_batch)
-    try:
-        _, stderr = process.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        process.terminate()  # `grader check` unwinds on SIGTERM and kills its worker's tree
+class Slot:
+    """A `grader.slot` process: grades one submission at a time with torch and its sandbox ready."""
+
+    def __init__(self, device: str) -> None:
+        self._device = device
+        self._start()
+
+    def _start(self) -> None:
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - the slot writes here until close()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "grader.slot", self._device], cwd=kit_root(), stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self._log, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+            preexec_fn=_die_with_batch,
+        )
+
+    def grade(self, job: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
+        """Send one job and wait for its result; a slot that breaks is replaced by a fresh one."""
+        assert self.process.stdin and self.process.stdout
         try:
-            process.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
-        report = _empty_report(entry, selection, device, f"grading took longer than the {timeout_s:g} s budget")
-        status = "timeout"
-    else:
-        report = _read(partial) if process.returncode == 0 else None
+            self.process.stdin.write(json.dumps(job) + "\n")
+            self.process.stdin.flush()
+            ready = select.select([self.process.stdout], [], [], timeout_s)[0]
+            line = self.process.stdout.readline() if ready else ""
+            return json.loads(line)
+        except (OSError, ValueError):
+            problem = self._problem()
+            self.close()
+            self._start()
+            return {"status": "failed", "reason": f"the grading process stopped: {problem}"}
+
+    def _problem(self) -> str:
+        self._log.seek(0)
+        lines = self._log.read()[-4000:].decode(errors="replace").strip().splitlines()
+        return lines[-1] if lines else f"exit code {self.process.poll()}"
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait()
+        self._log.close()
+
+
+def _grade(slot: Slot, entry: Entry, out: Path, selection: Selection, report_key: str, timeout_s: float,
+           device: str) -> Result:
+    partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=out)) / "report.json"
+    job = {"path": str(entry.path.resolve()), "report": str(partial), "exercises": list(selection.exercises),
+           "suite": selection.suite, "timeout_s": timeout_s}
+    try:
+        outcome = slot.grade(job, timeout_s=timeout_s + 60)
+        report = _read(partial) if outcome["status"] == "graded" else None
         if report is not None:
             status = "graded"
         else:
-            reason = (stderr.strip().splitlines() or [f"grader check exited with {process.returncode}"])[-1]
-            status = "refused" if process.returncode == 2 else "failed"
-            report = _empty_report(entry, selection, device, reason.removeprefix("grader: error: "))
+            status = outcome["status"] if outcome["status"] in ("refused", "timeout") else "failed"
+            report = _empty_report(entry, selection, device, outcome.get("reason") or "the report is missing")
     finally:
-        partial.unlink(missing_ok=True)
-        partial.parent.rmdir()
+        shutil.rmtree(partial.parent, ignore_errors=True)
     report.update({"id": entry.id, "key": report_key, "status": status})
     write_json(report, out / f"{entry.id}.json")
     return Result(entry.id, status, report)
 
 
 def _die_with_batch() -> None:
-    # If the batch itself is killed, each `grader check` hears SIGTERM and cleans up after itself.
+    # If the batch itself is killed, each slot hears SIGTERM and its children die with it.
     ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 

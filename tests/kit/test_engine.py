@@ -19,7 +19,7 @@ from grader import protocol
 from grader.plugin import feedback
 from grader.remote import NotImplementedYet, SubmissionFailure, WorkerCrash
 from grader.reports import GradeReport, to_gradescope, write_json
-from grader.sandbox import Limits, bwrap_problem
+from grader.sandbox import Limits, Zygote, bwrap_problem
 from grader.scoring import score
 from grader.selection import UsageError, select
 from grader.session import GradingSession
@@ -305,3 +305,68 @@ def _cmdline_has(proc: Path, marker: str) -> bool:
     except OSError:
         return False
 
+
+
+# --- the zygote: one sandbox, many submissions, one after another -------------------------------
+
+
+def _survivors(marker: str) -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, marker)]
+
+
+def _session_on(zygote: Zygote, folder: Path) -> GradingSession:
+    loaded = load(folder)
+    return GradingSession.around(folder, loaded, zygote, zygote.connect(loaded), device="cpu")
+
+
+def test_what_a_submission_leaves_running_dies_before_the_next_one_is_staged(tmp_path):
+    marker = "KIT_ZYGOTE_LEFTOVER_MARKER"
+    (tmp_path / "attention.py").write_text(textwrap.dedent(f'''
+        import subprocess, sys
+
+        def attention(query, key, value, dropout=None, mask=None):
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", "{marker}"],
+                             start_new_session=True)
+            raise ValueError("no attention here")
+    '''))
+    zygote = Zygote(device="cpu", limits=Limits(), isolate=bwrap_problem() is None)
+    try:
+        first = _session_on(zygote, tmp_path)
+        with pytest.raises(SubmissionFailure, match="no attention here"):
+            first.impl().attention.attention(torch.zeros(1, 2), torch.zeros(1, 2), torch.zeros(1, 2))
+        assert _survivors(marker), "the leftover process never started: this test proves nothing"
+        first.close()
+        second = _session_on(zygote, REPO / "solutions")
+        assert not _survivors(marker), "a process of the previous submission is still running"
+        q = torch.randn(2, 3, 4)
+        output, _ = second.impl().attention.attention(q, q, q)
+        assert output.shape == (2, 3, 4)
+        second.close()
+    finally:
+        zygote.close()
+        for pid in _survivors(marker):
+            os.kill(pid, 9)
+
+
+def test_a_worker_that_kills_its_sandbox_fails_one_call_and_grading_goes_on(tmp_path):
+    (tmp_path / "attention.py").write_text(textwrap.dedent('''
+        import os, signal, time
+        import torch
+
+        def attention(query, key, value, dropout=None, mask=None):
+            if query.shape[0] == 1:
+                os.kill(os.getppid(), signal.SIGKILL)  # the zygote that forked this worker
+                time.sleep(10)  # dies with it, before it could answer
+            p_attn = torch.softmax(query @ key.transpose(-2, -1) / query.shape[-1] ** 0.5, dim=-1)
+            return p_attn @ value, p_attn
+    '''))
+    session = GradingSession.open(tmp_path, device="cpu")
+    try:
+        impl = session.impl()
+        with pytest.raises(WorkerCrash):
+            impl.attention.attention(torch.zeros(1, 2, 4), torch.zeros(1, 2, 4), torch.zeros(1, 2, 4))
+        q = torch.randn(2, 3, 4)
+        output, _ = impl.attention.attention(q, q, q)
+        assert output.shape == (2, 3, 4) and len(session.workers.owned) == 2
+    finally:
+        session.close()
