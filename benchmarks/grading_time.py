@@ -83,9 +83,10 @@ def capstone_times(seeds: range) -> None:
     for seed in seeds:
         torch.manual_seed(seed)
         model = Transformer(settings.COPY["vocab"], settings.COPY["vocab"], **settings.SIZES)
-        seconds = capstone.train_copy(model, **settings.COPY, seed=seed)["seconds"]
+        trained = capstone.train_copy(model, **settings.COPY, seed=seed)
         accuracy = (capstone.greedy_copy(model, src) == src).all(dim=1).float().mean().item()
-        print(f"capstone, reference, seed {seed}: trained in {seconds:5.2f} s, copies {accuracy:.0%} "
+        print(f"capstone, reference, seed {seed}: trained {len(trained['losses'])} steps "
+              f"in {trained['seconds']:5.2f} s, copies {accuracy:.0%} "
               f"(threshold {settings.THRESHOLD:.0%}, goal: within 15 s)")
 
 
