@@ -1,0 +1,144 @@
+"""Wall time of `grader batch` over a class of 100 submissions against a naive sequential loop.
+
+The class mixes what an instructor receives: reference-correct submissions (the reference and
+the catalogue's correct variants), half-finished ones (the first k exercises done, stubs after),
+untouched stubs, submissions with one known mistake (the catalogue's wrong variants) and broken
+ones (a syntax error, a crash at import, a segfault, a zip). The naive loop runs one `grader
+check` process per submission, one after another: each is one pytest run over the graded suites
+in a fresh process, with its own sandbox and worker, as a shell loop over the class would.
+`grader batch --jobs N` runs in the same session, on the same class, and must give the same
+scores. Goal (issue 5): at least 4x faster on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CATALOGUE = ROOT / "tests" / "kit" / "submissions"
+ORDER = ("attention", "masking", "head_attention", "multi_head_attention", "positional_encoding", "sublayers",
+         "encoder", "decoder", "transformer")
+# (kind, how many of 100)
+MIX = (("correct", 25), ("partial", 25), ("stub", 10), ("one mistake", 30), ("broken", 10))
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "NO_COLOR": "1"}
+
+
+def solutions_with(folder: Path, swaps: dict[str, Path | str]) -> None:
+    folder.mkdir(parents=True)
+    for name in ORDER:
+        shutil.copyfile(ROOT / "solutions" / f"{name}.py", folder / f"{name}.py")
+    for name, source in swaps.items():
+        if isinstance(source, Path):
+            shutil.copyfile(source, folder / f"{name}.py")
+        else:
+            (folder / f"{name}.py").write_text(source)
+
+
+def spread(items: list, count: int) -> list:
+    """`count` items taken evenly across `items`."""
+    return [items[i * len(items) // count] for i in range(count)]
+
+
+def build_class(folder: Path, scale: float) -> dict[str, str]:
+    """Write the submissions into `folder`; returns id -> kind."""
+    kinds: dict[str, str] = {}
+    counts = {kind: max(1, round(n * scale)) for kind, n in MIX}
+    correct = sorted(CATALOGUE.glob("*/correct/*.py"))
+    for i, variant in enumerate([None, *spread(correct, counts["correct"] - 1)]):
+        name = f"correct-{i:02d}"
+        solutions_with(folder / name, {} if variant is None else {variant.parent.parent.name: variant})
+        kinds[name] = "correct"
+    for i in range(counts["partial"]):
+        done = 1 + i % (len(ORDER) - 1)
+        name = f"partial-{i:02d}"
+        solutions_with(folder / name, {x: ROOT / "exercises" / f"{x}.py" for x in ORDER[done:]})
+        kinds[name] = "partial"
+    for i in range(counts["stub"]):
+        name = f"stub-{i:02d}"
+        shutil.copytree(ROOT / "exercises", folder / name)
+        kinds[name] = "stub"
+    wrong = sorted(CATALOGUE.glob("*/wrong/*.py"))
+    for i, variant in enumerate(spread(wrong, counts["one mistake"])):
+        name = f"mistake-{i:02d}"
+        solutions_with(folder / name, {variant.parent.parent.name: variant})
+        kinds[name] = "one mistake"
+    broken = [
+        {"masking": "def causal_average(x):\n    return x[:, :t+1\n"},
+        {"attention": CATALOGUE / "hostile" / "exit_at_import" / "attention.py"},
+        {"attention": CATALOGUE / "hostile" / "segfault" / "attention.py"},
+        {"multi_head_attention": "import nonexistent_module\n"},
+        {"attention": "raise RuntimeError('broken at import')\n"},
+    ]
+    for i in range(counts["broken"]):
+        name = f"broken-{i:02d}"
+        solutions_with(folder / name, broken[i % len(broken)])
+        if i % 2:  # half of them arrive zipped, as an LMS export would
+            with zipfile.ZipFile(folder / f"{name}.zip", "w") as archive:
+                for path in sorted((folder / name).iterdir()):
+                    archive.write(path, f"{name}/exercises/{path.name}")
+            shutil.rmtree(folder / name)
+        kinds[name] = "broken"
+    return kinds
+
+
+def naive_loop(folder: Path, out: Path) -> float:
+    out.mkdir()
+    started = time.perf_counter()
+    for path in sorted(folder.iterdir()):
+        name = path.stem
+        subprocess.run([sys.executable, "-m", "grader", "check", "--submission", str(path), "--json",
+                        str(out / f"{name}.json")], cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=False)
+    return time.perf_counter() - started
+
+
+def batch(folder: Path, out: Path, jobs: int) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "grader", "batch", str(folder), "--out", str(out), "--jobs", str(jobs)],
+                   cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - started
+
+
+def scores(out: Path) -> dict[str, dict[str, float]]:
+    found = {}
+    for path in out.glob("*.json"):
+        if path.name != "summary.json":
+            report = json.loads(path.read_text())
+            found[path.stem] = {e["id"]: e["score"] for e in report["exercises"]}
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", type=float, default=1.0, help="fraction of the 100 submissions (default 1)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="batch-bench-") as temporary:
+        work = Path(temporary)
+        kinds = build_class(work / "class", args.scale)
+        mix = ", ".join(f"{sum(k == kind for k in kinds.values())} {kind}" for kind, _ in MIX)
+        print(f"{len(kinds)} submissions: {mix}; {os.cpu_count()} cores")
+        naive_s = naive_loop(work / "class", work / "naive")
+        print(f"naive loop, one `grader check` process per submission, sequential: {naive_s:7.1f} s")
+        batch_s = batch(work / "class", work / "batch", args.jobs)
+        print(f"grader batch --jobs {args.jobs}:{' ' * 43}{batch_s:7.1f} s")
+        naive, batched = scores(work / "naive"), scores(work / "batch")
+        differ = sorted(name for name in kinds if name in naive and naive[name] != batched.get(name))
+        missing = sorted(set(kinds) - set(naive))
+        print(f"speed-up: {naive_s / batch_s:.2f}x (goal: at least 4x); same scores for "
+              f"{len(kinds) - len(differ) - len(missing)} of {len(kinds)} submissions"
+              + (f"; differ: {', '.join(differ)}" if differ else "")
+              + (f"; refused by check (no report): {', '.join(missing)}" if missing else ""))
+
+
+if __name__ == "__main__":
+    main()
