@@ -20,6 +20,7 @@ HINTS_FILE = "hints.json"
 RESULTS_FILE = "last-report.json"
 HINTS_SCHEMA = "grader-hints/1"
 RESULTS_SCHEMA = "grader-last-report/1"
+KEEP_SUBMISSIONS = 20
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,10 @@ def record_report(report: GradeReport, submission: Path, *, quick: bool, folder:
             **exercise, "status": by_id[exercise["id"]].status, "quick": quick, "suite": report.suite,
             "checked_at": now,
         }
+    submissions.pop(key, None)
     submissions[key] = {"exercises": exercises}
+    # Graders check many submissions from one folder: keep the most recent few, not all of them.
+    submissions = dict(list(submissions.items())[-KEEP_SUBMISSIONS:])
     try:
         write_json({"schema": RESULTS_SCHEMA, "submissions": submissions}, path)
     except OSError:
