@@ -14,7 +14,9 @@ from types import ModuleType
 from typing import NoReturn
 
 from rich.console import Console
+from rich.markdown import Markdown
 from rich.markup import escape
+from rich.panel import Panel
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -23,8 +25,10 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.progress_bar import ProgressBar
 from rich.table import Table
 
+from . import state
 from .curriculum import BY_ID, EXERCISES
 from .reports import GradeReport, to_gradescope, write_json
 from .selection import Selection, UsageError, hidden_installed, kit_root, select
@@ -97,7 +101,27 @@ def build_parser() -> argparse.ArgumentParser:
     release.add_argument("--autograder", action="store_true",
                          help="include the hidden tests and the solutions, for graders and CI")
 
-    commands.add_parser("list", help="show the curriculum: exercises, points and installed tests")
+    commands.add_parser("list", help="show the curriculum, your progress and the installed tests")
+
+    hint = commands.add_parser("hint", help="show the next hint for an exercise, from the idea to the line to write")
+    hint.add_argument("exercise", metavar="EXERCISE")
+    hint.add_argument("--level", type=_positive_int, default=None, metavar="N",
+                      help="show hint N (default: the next one you have not seen)")
+
+    watch = commands.add_parser("watch", help="check an exercise again every time you save a file")
+    watch.add_argument("exercise", nargs="?", default=None, metavar="EXERCISE",
+                       help="exercise to check (default: the first one without full marks)")
+    watch.add_argument("--submission", type=Path, default=None,
+                       help="folder or .zip with the exercise files (default: exercises/)")
+    watch.add_argument("--full", action="store_true", help="also run the slow tests (the capstone)")
+    watch.add_argument("--max-runs", type=_positive_int, default=None, help=argparse.SUPPRESS)
+
+    show = commands.add_parser("show", help="run your attention on the course notes' example and draw its weights")
+    show.add_argument("what", choices=("attention",), metavar="attention")
+    show.add_argument("--submission", type=Path, default=None,
+                      help="folder or .zip with the exercise files (default: exercises/)")
+    show.add_argument("--png", type=Path, default=None, metavar="PATH",
+                      help='also write the heat-maps as a PNG image (needs pip install "attention-kit[plots]")')
     return parser
 
 
@@ -112,6 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=False, highlight=False)
     if args.command == "list":
         return _list(console)
+    if args.command == "hint":
+        return _hint(args, console)
+    if args.command == "watch":
+        return _watch(args, console)
+    if args.command == "show":
+        return _show(args, console)
     if args.command == "batch":
         return _batch(args, console)
     if args.command == "release":
@@ -137,6 +167,8 @@ def _check(args: argparse.Namespace, console: Console) -> int:
     from . import runner
 
     report = _grade(runner, session, selection, console, quick=args.quick)
+    if not state.record_report(report, submission, quick=args.quick):
+        console.print(f"[dim]Could not save the results in {state.STATE_DIR}/: `grader list` will not show them.[/]")
     try:
         if args.json:
             write_json(report.to_json(), args.json)
@@ -284,20 +316,113 @@ def _points(value: float) -> str:
 
 def _list(console: Console) -> int:
     root = kit_root()
-    table = Table(title="Curriculum", title_justify="left")
-    table.add_column("#", justify="right")
-    table.add_column("Exercise")
-    table.add_column("File")
-    table.add_column("Points", justify="right")
-    table.add_column("Tests")
+    submission = _default_submission()
+    results = state.last_results(submission)
+    table = Table(title="Curriculum", title_justify="left", box=None, pad_edge=False,
+                  padding=(0, 1, 0, 0))
+    table.add_column("#", justify="right", min_width=1)
+    table.add_column("Exercise", no_wrap=True)
+    table.add_column("File", no_wrap=True)
+    table.add_column("Points", justify="right", no_wrap=True)
+    table.add_column("Tests", min_width=7)
+    table.add_column("Status", no_wrap=True)
     for number, exercise in enumerate(EXERCISES, start=1):
         suites = [s for s in ("public", "hidden") if (root / "tests" / s / f"test_{exercise.id}.py").is_file()]
-        table.add_row(str(number), exercise.id, exercise.file, f"{exercise.points:g}",
-                      ", ".join(suites) if suites else "[dim]not yet available[/]")
+        result = results.get(exercise.id)
+        status = "[dim]not checked yet[/]" if result is None else STATUS_STYLE.get(result.status, result.status)
+        table.add_row(str(number), exercise.id, exercise.file,
+                      f"{exercise.points:g}" if result is None else f"{_points(result.score)}/{exercise.points:g}",
+                      ", ".join(suites) if suites else "[dim]not yet available[/]", status)
     console.print(table)
+    earned = sum(result.score for result in results.values())
+    total = sum(exercise.points for exercise in EXERCISES)
+    progress = Table.grid(padding=(0, 1))
+    progress.add_row("Progress", ProgressBar(total=total, completed=earned, width=40),
+                     f"{_points(earned)}/{_points(total)} points ({100 * earned / total:.0f}%)")
+    console.print(progress)
+    if not results:
+        console.print(f"[dim]Not checked yet: `grader check` grades {escape(str(submission))} and fills in "
+                      "the status column.[/]")
+    elif any(result.quick for result in results.values()):
+        console.print("[dim]From your last checks; --quick ones skipped the slow tests, so their points are a "
+                      "lower bound.[/]")
     if not hidden_installed(root):
         console.print("[dim]Hidden tests are not installed in this copy of the kit.[/]")
     return EXIT_OK
+
+
+def _hint(args: argparse.Namespace, console: Console) -> int:
+    from .hints import HINTS
+
+    hints = HINTS.get(args.exercise)
+    if hints is None:
+        _die(f"unknown exercise {args.exercise!r}: choose from {', '.join(e.id for e in EXERCISES)}")
+    count = len(hints)
+    seen = state.seen_hints().get(args.exercise, 0)
+    level = args.level
+    if level is None and seen >= count:
+        console.print(f"You have seen all {count} hints for {args.exercise}. See one again with "
+                      f"`grader hint {args.exercise} --level N` (1 to {count}); `grader check {args.exercise}` "
+                      "says what is still wrong.")
+        return EXIT_OK
+    if level is None:
+        level = seen + 1
+    elif level > count:
+        _die(f"{args.exercise} has {count} hints: use --level 1 to {count}")
+    if level == count:
+        footer = f"This is the last hint for {args.exercise}."
+    else:
+        footer = f"Run `grader hint {args.exercise}` again for a more concrete hint ({count - level} more)."
+    console.print(Panel(Markdown(hints[level - 1], code_theme="monokai"),
+                        title=f"[bold]{args.exercise}[/] · hint {level} of {count}", title_align="left",
+                        subtitle=footer, subtitle_align="left", padding=(1, 1)))
+    try:
+        state.remember_hint(args.exercise, level)
+    except OSError as error:
+        console.print(f"[dim]Could not remember this hint in {state.STATE_DIR}/: {escape(str(error))}[/]")
+    return EXIT_OK
+
+
+def _watch(args: argparse.Namespace, console: Console) -> int:
+    from .watch import watch
+
+    submission = args.submission or _default_submission()
+    if not submission.exists():
+        _die(f"submission {str(submission)!r} does not exist: give a folder or a .zip with --submission")
+    if args.exercise is not None and args.exercise not in BY_ID:
+        _die(f"unknown exercise {args.exercise!r}: choose from {', '.join(e.id for e in EXERCISES)}")
+    return watch(submission, args.exercise, console=console, quick=not args.full, max_runs=args.max_runs)
+
+
+def _show(args: argparse.Namespace, console: Console) -> int:
+    submission = args.submission or _default_submission()
+    if not submission.exists():
+        _die(f"submission {str(submission)!r} does not exist: give a folder or a .zip with --submission")
+    if args.png is not None:
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
+            _die('--png needs matplotlib: pip install "attention-kit[plots]"')
+        if not (args.png.parent if str(args.png.parent) else Path(".")).is_dir():
+            _die(f"--png {str(args.png)!r}: the folder {str(args.png.parent)!r} does not exist")
+    from . import show
+
+    try:
+        heatmaps = show.collect(submission)
+    except (SubmissionInputError, ValueError) as error:
+        _die(str(error))
+    for heatmap in heatmaps:
+        show.render(heatmap, console)
+    if args.png is not None:
+        try:
+            written = show.write_png(heatmaps, args.png)
+        except OSError as error:
+            _die(f"cannot write {str(args.png)!r}: {error}")
+        if written:
+            console.print(f"Wrote the heat-maps to {escape(str(args.png))}.")
+        else:
+            console.print(f"[yellow]No heat-map to draw, so {escape(str(args.png))} was not written.[/]")
+    return EXIT_OK if all(heatmap.weights is not None for heatmap in heatmaps) else EXIT_FAIL_UNDER
 
 
 def run() -> None:

@@ -108,17 +108,27 @@ class Run:
         return f"`grader {' '.join(self.args)}` exit {self.returncode} after {self.seconds:.1f} s:\n{tail}"
 
 
+def _environment() -> dict[str, str]:
+    """Plain, wide output from this checkout's grader, whichever folder it runs in."""
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "OMP_NUM_THREADS": "1", "NO_COLOR": "1", "COLUMNS": "160",
+            "PYTHONPATH": str(REPO) + (os.pathsep + path if path else "")}
+
+
 class GraderCLI:
     """The grader's command line, run from the repository root as an instructor would run it."""
 
-    def run(self, *args: str, json_path: Path | None = None, timeout: float = GRADE_TIMEOUT_S) -> Run:
-        """`python -m grader ARGS [--json JSON_PATH]`; a run past `timeout` is killed, not raised."""
+    def run(self, *args: str, json_path: Path | None = None, timeout: float = GRADE_TIMEOUT_S,
+            cwd: Path = REPO) -> Run:
+        """`python -m grader ARGS [--json JSON_PATH]`; a run past `timeout` is killed, not raised.
+
+        `cwd` is where it runs (the grader keeps its `.grader/` state there); the grader is this checkout's.
+        """
         argv = [*args, *(["--json", str(json_path)] if json_path else [])]
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "NO_COLOR": "1"}
         start = time.monotonic()
         # Its own session, so that a grader stuck past the bound can be killed with all it started.
         with subprocess.Popen(
-            [sys.executable, "-m", "grader", *argv], cwd=REPO, env=env, text=True, errors="replace",
+            [sys.executable, "-m", "grader", *argv], cwd=cwd, env=_environment(), text=True, errors="replace",
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
         ) as proc:
             try:
@@ -144,6 +154,12 @@ class GraderCLI:
 @pytest.fixture(scope="session")
 def grader_cli() -> GraderCLI:
     return GraderCLI()
+
+
+@pytest.fixture(scope="session")
+def grader_env() -> dict[str, str]:
+    """The environment `grader_cli` runs the grader in, for tests that drive it by hand."""
+    return _environment()
 
 
 @pytest.fixture

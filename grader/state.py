@@ -1,0 +1,114 @@
+"""`state` remembers, in `.grader/` of the current folder, the hints a student has seen and their last results.
+
+Both files are written atomically and are only a convenience: an unreadable file counts as empty,
+and an unwritable folder never fails a check.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .curriculum import BY_ID
+from .reports import GradeReport, write_json
+
+STATE_DIR = Path(".grader")
+HINTS_FILE = "hints.json"
+RESULTS_FILE = "last-report.json"
+HINTS_SCHEMA = "grader-hints/1"
+RESULTS_SCHEMA = "grader-last-report/1"
+KEEP_SUBMISSIONS = 20
+
+
+@dataclass(frozen=True)
+class LastResult:
+    """How one exercise did the last time it was checked."""
+
+    exercise: str
+    score: float
+    max_score: float
+    status: str
+    quick: bool
+    checked_at: str
+
+    @property
+    def full_marks(self) -> bool:
+        return self.max_score > 0 and self.score >= self.max_score - 1e-9
+
+
+def _read(path: Path, schema: str) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) and data.get("schema") == schema else {}
+
+
+def submission_key(submission: Path) -> str:
+    return str(Path(submission).resolve())
+
+
+def seen_hints(*, folder: Path = STATE_DIR) -> dict[str, int]:
+    """The highest hint level shown so far, per exercise."""
+    seen = _read(folder / HINTS_FILE, HINTS_SCHEMA).get("seen", {})
+    if not isinstance(seen, dict):
+        return {}
+    return {name: level for name, level in seen.items() if name in BY_ID and isinstance(level, int)}
+
+
+def remember_hint(exercise: str, level: int, *, folder: Path = STATE_DIR) -> None:
+    """Record that `level` of `exercise` was shown; raises OSError when the folder is not writable."""
+    seen = seen_hints(folder=folder)
+    seen[exercise] = max(level, seen.get(exercise, 0))
+    write_json({"schema": HINTS_SCHEMA, "seen": seen}, folder / HINTS_FILE)
+
+
+def record_report(report: GradeReport, submission: Path, *, quick: bool, folder: Path = STATE_DIR) -> bool:
+    """Keep each graded exercise's latest result for `grader list` and `grader watch`; False if unwritable."""
+    path = folder / RESULTS_FILE
+    data = _read(path, RESULTS_SCHEMA)
+    submissions = data.get("submissions")
+    if not isinstance(submissions, dict):
+        submissions = {}
+    key = submission_key(submission)
+    entry = submissions.get(key)
+    exercises = entry.get("exercises") if isinstance(entry, dict) else None
+    if not isinstance(exercises, dict):
+        exercises = {}
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    by_id = {exercise.id: exercise for exercise in report.exercises}
+    for exercise in report.to_json()["exercises"]:
+        exercises[exercise["id"]] = {
+            **exercise, "status": by_id[exercise["id"]].status, "quick": quick, "suite": report.suite,
+            "checked_at": now,
+        }
+    submissions.pop(key, None)
+    submissions[key] = {"exercises": exercises}
+    # Graders check many submissions from one folder: keep the most recent few, not all of them.
+    submissions = dict(list(submissions.items())[-KEEP_SUBMISSIONS:])
+    try:
+        write_json({"schema": RESULTS_SCHEMA, "submissions": submissions}, path)
+    except OSError:
+        return False
+    return True
+
+
+def last_results(submission: Path, *, folder: Path = STATE_DIR) -> dict[str, LastResult]:
+    """The latest result of each exercise checked for `submission`, by exercise id."""
+    submissions = _read(folder / RESULTS_FILE, RESULTS_SCHEMA).get("submissions", {})
+    entry = submissions.get(submission_key(submission)) if isinstance(submissions, dict) else None
+    exercises = entry.get("exercises") if isinstance(entry, dict) else None
+    results: dict[str, LastResult] = {}
+    for exercise_id, found in (exercises.items() if isinstance(exercises, dict) else ()):
+        try:
+            results[exercise_id] = LastResult(
+                exercise=exercise_id, score=float(found["score"]), max_score=float(found["max_score"]),
+                status=str(found["status"]), quick=bool(found.get("quick")),
+                checked_at=str(found.get("checked_at", "")),
+            )
+        except (KeyError, TypeError, ValueError):
+            continue
+    return {exercise_id: result for exercise_id, result in results.items() if exercise_id in BY_ID}

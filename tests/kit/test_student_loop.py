@@ -1,0 +1,242 @@
+"""The student loop: `grader hint`, `grader watch`, `grader show attention` and `grader list`'s statuses.
+
+Each test runs the command line in its own folder, so that the `.grader/` state it leaves is its own.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from grader.hints import HINTS
+
+REPO = Path(__file__).resolve().parents[2]
+EXERCISE_IDS = ("attention", "masking", "head_attention", "multi_head_attention", "positional_encoding",
+                "sublayers", "encoder", "decoder", "transformer")
+WATCH_TIMEOUT_S = 90.0
+
+
+def assert_one_line_usage_error(run) -> None:
+    assert run.returncode == 2, run.describe()
+    assert "Traceback" not in run.stdout + run.stderr, run.describe()
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}:\n{run.stderr}"
+
+
+def submission_with(tmp_path: Path, **files: Path) -> Path:
+    """A folder holding the stubs, with some exercise files replaced: `attention=REPO / "solutions" / ...`."""
+    folder = tmp_path / "exercises"
+    shutil.copytree(REPO / "exercises", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    for exercise_id, source in files.items():
+        shutil.copyfile(source, folder / f"{exercise_id}.py")
+    return folder
+
+
+# --- grader hint --------------------------------------------------------------------------------
+
+
+def test_hints_come_one_level_at_a_time_then_say_they_are_all_seen(grader_cli, tmp_path: Path):
+    count = len(HINTS["attention"])
+    for level in (1, 2):
+        run = grader_cli.run("hint", "attention", cwd=tmp_path)
+        assert run.returncode == 0, run.describe()
+        assert f"hint {level} of {count}" in run.stdout, run.describe()
+    last = grader_cli.run("hint", "attention", "--level", str(count), cwd=tmp_path)
+    assert f"hint {count} of {count}" in last.stdout and "last hint" in last.stdout, last.describe()
+    assert "```" not in last.stdout, "the hint's Markdown should be rendered, not printed raw"
+    done = grader_cli.run("hint", "attention", cwd=tmp_path)
+    assert done.returncode == 0 and f"all {count} hints" in done.stdout, done.describe()
+    other = grader_cli.run("hint", "masking", cwd=tmp_path)
+    assert "hint 1 of" in other.stdout, f"each exercise keeps its own place:\n{other.describe()}"
+
+
+@pytest.mark.parametrize("args", [
+    ("hint", "no_such_exercise"),
+    ("hint", "attention", "--level", "99"),
+    ("hint", "attention", "--level", "0"),
+    ("hint", "attention", "--level", "two"),
+])
+def test_bad_hint_requests_are_one_line_usage_errors(grader_cli, tmp_path: Path, args: tuple[str, ...]):
+    assert_one_line_usage_error(grader_cli.run(*args, cwd=tmp_path))
+
+
+def _function_bodies(path: Path) -> list[tuple[str, list[str]]]:
+    """(name, code lines without whitespace) of every function in `path`, docstring and super() left out."""
+    bodies = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        statements = node.body
+        if statements and isinstance(statements[0], ast.Expr) and isinstance(statements[0].value, ast.Constant):
+            statements = statements[1:]
+        lines = [_squash(line) for statement in statements for line in ast.unparse(statement).splitlines()]
+        lines = [line for line in lines if line and line != "super().__init__()"]
+        if lines:
+            bodies.append((f"{path.stem}.{node.name}", lines))
+    return bodies
+
+
+def _squash(code: str) -> str:
+    return re.sub(r"\s+", "", code).replace('"', "'")
+
+
+def test_every_exercise_has_progressive_hints_that_stop_short_of_the_solution():
+    assert set(HINTS) == set(EXERCISE_IDS)
+    solutions = [REPO / "solutions" / f"{exercise_id}.py" for exercise_id in EXERCISE_IDS]
+    bodies = [body for path in solutions for body in _function_bodies(path)]
+    assert len(bodies) > 20, "the solutions' functions were not found"
+    for exercise_id, hints in HINTS.items():
+        assert len(hints) >= 3, f"{exercise_id} has {len(hints)} hints: give the idea, then more, then a line's shape"
+        assert "```python" in hints[-1], f"the last hint of {exercise_id} should show the shape of a line"
+        for level, hint in enumerate(hints, start=1):
+            squashed = _squash(hint)
+            for name, lines in bodies:
+                assert not all(line in squashed for line in lines), (
+                    f"hint {level} of {exercise_id} contains the whole body of the solution's {name}")
+
+
+# --- grader show attention ----------------------------------------------------------------------
+
+
+def test_show_attention_draws_the_worked_example_for_the_reference(grader_cli, tmp_path: Path):
+    run = grader_cli.run("show", "attention", "--submission", str(REPO / "solutions"), cwd=tmp_path)
+    assert run.returncode == 0, run.describe()
+    first_row = re.search(r"Token 1 \[1, 0, 1, 0\]\s+0\.2976\s+0\.1095\s+0\.1805\s+0\.1805\s+0\.2318", run.stdout)
+    assert first_row, f"the course notes' first row of weights is missing:\n{run.stdout}"
+    assert re.search(r"Token 2 \[0, 1, 0, 1\]\s+0\.2689\s+0\.7311\s+0\.0000", run.stdout), (
+        f"the causal example's second row is missing:\n{run.stdout}")
+    assert "✘" not in run.stdout, run.stdout
+
+
+def test_show_attention_on_the_stubs_says_what_to_do_next(grader_cli, tmp_path: Path):
+    run = grader_cli.run("show", "attention", "--submission", str(REPO / "exercises"), cwd=tmp_path)
+    assert run.returncode == 1, run.describe()
+    assert "Traceback" not in run.stdout + run.stderr, run.describe()
+    lines = [line for line in run.stdout.splitlines() if line.strip()]
+    assert len(lines) == 2, f"expected one line per example, got:\n{run.stdout}"
+    assert "not implemented yet" in lines[0] and "exercises/attention.py" in lines[0], run.stdout
+    assert "exercises/masking.py" in lines[1], run.stdout
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is not None, reason="matplotlib is installed here")
+def test_show_png_without_matplotlib_says_how_to_install_it(grader_cli, tmp_path: Path):
+    run = grader_cli.run("show", "attention", "--png", str(tmp_path / "weights.png"), cwd=tmp_path)
+    assert_one_line_usage_error(run)
+    assert 'pip install "attention-kit[plots]"' in run.stderr, run.describe()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs the plots extra (matplotlib)")
+def test_show_png_writes_an_image(grader_cli, tmp_path: Path):
+    image = tmp_path / "weights.png"
+    run = grader_cli.run("show", "attention", "--submission", str(REPO / "solutions"), "--png", str(image),
+                         cwd=tmp_path)
+    assert run.returncode == 0, run.describe()
+    assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", "--png did not write a PNG file"
+
+
+# --- grader list --------------------------------------------------------------------------------
+
+
+def _row(stdout: str, exercise_id: str) -> str:
+    rows = [line for line in stdout.splitlines() if re.search(rf"\b{exercise_id}\.py\b", line)]
+    assert len(rows) == 1, f"no single row for {exercise_id} in:\n{stdout}"
+    return rows[0]
+
+
+def test_list_shows_each_exercise_status_after_a_check(grader_cli, tmp_path: Path):
+    submission_with(tmp_path, attention=REPO / "solutions" / "attention.py")
+    before = grader_cli.run("list", cwd=tmp_path)
+    assert before.returncode == 0, before.describe()
+    assert "not checked yet" in _row(before.stdout, "attention"), before.stdout
+
+    check = grader_cli.run("check", "attention", "masking", "--quick", cwd=tmp_path)
+    assert check.returncode == 0, check.describe()
+    after = grader_cli.run("list", cwd=tmp_path)
+    assert "done" in _row(after.stdout, "attention"), after.stdout
+    assert "not started" in _row(after.stdout, "masking"), after.stdout
+    assert "not checked yet" in _row(after.stdout, "head_attention"), after.stdout
+    assert "10/100 points" in after.stdout, after.stdout
+
+
+# --- grader watch -------------------------------------------------------------------------------
+
+
+class Watcher:
+    """`grader watch` in the background, its output read line by line."""
+
+    def __init__(self, *args: str, cwd: Path, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "grader", "watch", *args], cwd=cwd, env=env, text=True,
+            errors="replace", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+
+    def wait_for(self, text: str, *, count: int = 1) -> str:
+        """Everything printed so far, once `text` has appeared `count` times."""
+        deadline = time.monotonic() + WATCH_TIMEOUT_S
+        while sum(text in line for line in self.seen) < count:
+            try:
+                self.seen.append(self.lines.get(timeout=max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                self.stop()
+                pytest.fail(f"`grader watch` never printed {text!r} {count} time(s):\n{''.join(self.seen)}")
+        return "".join(self.seen)
+
+    def stop(self) -> tuple[int | None, str]:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            return None, ""
+        assert self.process.stderr is not None
+        return self.process.returncode, self.process.stderr.read()
+
+
+def test_watch_checks_again_after_a_save_and_stops_cleanly_on_ctrl_c(grader_env, tmp_path: Path):
+    submission = submission_with(tmp_path)
+    watcher = Watcher("attention", "--submission", str(submission), cwd=tmp_path, env=grader_env)
+    try:
+        first = watcher.wait_for("Watching")
+        assert re.search(r"attention\s.*0/10", first), f"the first check should grade the stub:\n{first}"
+        shutil.copyfile(REPO / "solutions" / "attention.py", submission / "attention.py")
+        second = watcher.wait_for("Watching", count=2)
+        assert "saved attention.py" in second, second
+        assert re.search(r"attention\s.*10/10", second), f"the save was not graded:\n{second}"
+    finally:
+        code, stderr = watcher.stop()
+    rest = "".join(watcher.seen)
+    time.sleep(0.2)
+    while not watcher.lines.empty():
+        rest += watcher.lines.get()
+    assert code == 0, f"exit {code} after Ctrl-C; stderr:\n{stderr}"
+    assert "Traceback" not in rest + stderr and "Stopped watching." in rest, f"{rest}\n{stderr}"
+
+
+def test_watch_without_an_exercise_checks_the_first_one_without_full_marks(grader_cli, tmp_path: Path):
+    submission_with(tmp_path, attention=REPO / "solutions" / "attention.py")
+    check = grader_cli.run("check", "attention", "--quick", cwd=tmp_path)
+    assert check.returncode == 0, check.describe()
+    run = grader_cli.run("watch", "--max-runs", "1", cwd=tmp_path)
+    assert run.returncode == 0, run.describe()
+    assert "grader check masking" in run.stdout, f"attention has full marks, so masking is next:\n{run.stdout}"
