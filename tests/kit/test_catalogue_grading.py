@@ -4,11 +4,14 @@ mistakes lose points in the exercise they break, and say why.
 `submissions/<exercise>/correct/*.py` and `solutions/mistakes/<exercise>/*.py` (the known mistakes,
 kept with the solutions because they are near-solutions that must never ship) are whole
 alternative `<exercise>.py` files. Each is graded inside a copy of the reference solutions with
-only that one file swapped in, so a mistake is judged on its own, the way a student's lone slip is.
+only that one file swapped in, so a mistake is judged on its own, the way a student's lone slip is,
+and the feedback must name that mistake (its DIAGNOSIS), once. That correct code is never diagnosed
+is checked in-process, cheaply, in test_diagnosis.py.
 """
 
 from __future__ import annotations
 
+import ast
 import shutil
 from pathlib import Path
 
@@ -37,6 +40,14 @@ def _id(path: Path) -> str:
 
 def _docstring(path: Path) -> str:
     return path.read_text().split('"""')[1].strip()
+
+
+def _diagnosis(path: Path) -> str:
+    """The mistake's DIAGNOSIS, the sentence a student who makes it should read."""
+    found = [ast.literal_eval(node.value) for node in ast.parse(path.read_text()).body
+             if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["DIAGNOSIS"]]
+    assert len(found) == 1 and isinstance(found[0], str), f"{path} needs one DIAGNOSIS = '...' string"
+    return found[0]
 
 
 @pytest.fixture
@@ -71,3 +82,7 @@ def test_known_mistake_loses_points_and_says_why(grade_variant, variant: Path):
     assert result["score"] < result["max_score"], f"full marks for a known mistake: {_docstring(variant)}"
     lost = run.lost_tests(exercise)
     assert all(t["message"].strip() for t in lost), f"a lost test says nothing:\n{run.feedback(exercise)}"
+    named = [line for t in lost for line in t["message"].splitlines() if line.startswith("Diagnosis: ")]
+    assert named == [f"Diagnosis: {_diagnosis(variant)}"], (
+        f"expected the one diagnosis of {_id(variant)}, got {named}:\n{run.feedback(exercise)}"
+    )
