@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import torch
 
-from .curriculum import BY_ID, exercise_of_test_file
+from .curriculum import BY_ID, exercise_of_test_file, prerequisites
 from .remote import NotImplementedYet, Submission, SubmissionFailure, WorkerCrash
 from .selection import kit_root
 from .session import GradingSession
@@ -36,7 +36,8 @@ _SESSION = pytest.StashKey[GradingSession]()
 _MARKS = pytest.StashKey[tuple[int, int]]()
 _MESSAGE_SET = pytest.StashKey[bool]()
 _SEED = pytest.StashKey[int]()
-_DIAGNOSED = pytest.StashKey[set[str]]()
+_DIAGNOSED = pytest.StashKey[set[str]]()  # exercises whose first failure has been diagnosed
+_FAILED = pytest.StashKey[set[str]]()  # exercises with a failed test so far in this run
 DIAGNOSIS_CALL_TIMEOUT_S = 5.0  # the probe's calls are small; a slow one means there is nothing to learn
 QUICK_SKIP = "skipped by --quick: run without --quick to earn these points"
 
@@ -166,11 +167,15 @@ def _diagnosis(item: pytest.Item, exercise: str | None, error: BaseException) ->
     """The known mistake this failure comes from, once per exercise: with its first failed test only."""
     session = item.config.stash.get(_SESSION, None)
     diagnosed = item.config.stash.setdefault(_DIAGNOSED, set())
-    if exercise is None or exercise in diagnosed or session is None:
+    failed = item.config.stash.setdefault(_FAILED, set())
+    if exercise is None or session is None or isinstance(error, pytest.skip.Exception):
         return ""
-    if isinstance(error, (pytest.skip.Exception, NotImplementedYet, WorkerCrash)):
+    failed.add(exercise)
+    if exercise in diagnosed or isinstance(error, (NotImplementedYet, WorkerCrash)):
         return ""  # unfinished or crashing code has no known mistake to name, and must not be run again
     diagnosed.add(exercise)
+    if failed.intersection(prerequisites(exercise)):
+        return ""  # the failure may come from an exercise it builds on: naming a mistake here would mislead
     from . import diagnosis  # only a failure pays for it
 
     if diagnosis.mistakes_folder() is None:
