@@ -7,7 +7,8 @@ Graded tests read like ordinary PyTorch:
 
 `impl` is the sandboxed submission, `ref` the reference solutions imported here, in the trusted
 process. Each test's exercise, points, seed and a short failure message are attached to the
-pytest-json-report entry, from which `scoring` computes the grade.
+pytest-json-report entry, from which `scoring` computes the grade. An exercise's first failed test
+also names the known mistake behind it, where `diagnosis` recognises one.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from typing import Any
 import pytest
 import torch
 
-from .curriculum import BY_ID, exercise_of_test_file
-from .remote import NotImplementedYet, Submission, SubmissionFailure
+from .curriculum import BY_ID, exercise_of_test_file, prerequisites
+from .remote import NotImplementedYet, Submission, SubmissionFailure, WorkerCrash
 from .selection import kit_root
 from .session import GradingSession
 
@@ -35,6 +36,9 @@ _SESSION = pytest.StashKey[GradingSession]()
 _MARKS = pytest.StashKey[tuple[int, int]]()
 _MESSAGE_SET = pytest.StashKey[bool]()
 _SEED = pytest.StashKey[int]()
+_DIAGNOSED = pytest.StashKey[set[str]]()  # exercises whose first failure has been diagnosed
+_FAILED = pytest.StashKey[set[str]]()  # exercises with a failed test so far in this run
+DIAGNOSIS_CALL_TIMEOUT_S = 5.0  # the probe's calls are small; a slow one means there is nothing to learn
 QUICK_SKIP = "skipped by --quick: run without --quick to earn these points"
 
 
@@ -153,7 +157,38 @@ def pytest_json_runtest_metadata(item: pytest.Item, call: pytest.CallInfo[Any]) 
         item.stash[_MESSAGE_SET] = True
         exercise = exercise_of_test_file(Path(str(item.path)).name)
         metadata["message"] = feedback(call.excinfo.value, printed=_printed(item), exercise=exercise)
+        diagnosis = _diagnosis(item, exercise, call.excinfo.value)
+        if diagnosis:
+            metadata["message"] += "\n" + diagnosis
     return metadata
+
+
+def _diagnosis(item: pytest.Item, exercise: str | None, error: BaseException) -> str:
+    """The known mistake this failure comes from, once per exercise: with its first failed test only."""
+    session = item.config.stash.get(_SESSION, None)
+    diagnosed = item.config.stash.setdefault(_DIAGNOSED, set())
+    failed = item.config.stash.setdefault(_FAILED, set())
+    if exercise is None or session is None or isinstance(error, pytest.skip.Exception):
+        return ""
+    failed.add(exercise)
+    if exercise in diagnosed or isinstance(error, (NotImplementedYet, WorkerCrash)):
+        return ""  # unfinished or crashing code has no known mistake to name, and must not be run again
+    diagnosed.add(exercise)
+    if failed.intersection(prerequisites(exercise)):
+        return ""  # the failure may come from an exercise it builds on: naming a mistake here would mislead
+    from . import diagnosis  # only a failure pays for it
+
+    if diagnosis.mistakes_folder() is None:
+        return ""  # the student release: no catalogue of mistakes
+    connection = session.connection
+    timeout = connection.call_timeout_s
+    connection.call_timeout_s = DIAGNOSIS_CALL_TIMEOUT_S
+    try:
+        return diagnosis.message(diagnosis.diagnose(exercise, session.impl(), device=session.device))
+    except Exception:  # a diagnosis is a bonus: the test's own message stands whatever happens here
+        return ""
+    finally:
+        connection.call_timeout_s = timeout
 
 
 def _printed(item: pytest.Item) -> str:

@@ -23,12 +23,15 @@ class Bundle:
     files: tuple[str, ...]  # single files, relative to the kit root
     packages: tuple[str, ...]  # folders whose *.py files are copied, recursively
     readme: str  # the file that becomes README.md
+    secret: tuple[str, ...] = ()  # folders of which nothing may ship, whatever the lists above say
 
 
 STUDENT = Bundle(
     files=("pyproject.toml", ".gitignore", "tests/conftest.py"),
     packages=("exercises", "grader", "tests/public"),
     readme="docs/student-README.md",
+    # solutions/mistakes/ holds the catalogue of known mistakes: near-solutions, one slip each.
+    secret=("solutions", "solutions/mistakes", "tests/hidden", "tests/kit"),
 )
 AUTOGRADER = Bundle(STUDENT.files, (*STUDENT.packages, "solutions", "tests/hidden"), "README.md")
 # A release may not be written inside the folders it is built from.
@@ -53,6 +56,9 @@ def build(out: Path, *, autograder: bool = False, root: Path | None = None) -> l
         for source in sorted((root / package).rglob("*.py")):
             if "__pycache__" not in source.parts:
                 plan[source.relative_to(root)] = source
+    leaked = [str(target) for target in plan if any(target.is_relative_to(folder) for folder in bundle.secret)]
+    if leaked:
+        raise ReleaseError(f"{leaked[0]} is secret and must not ship in this release: fix the bundle's lists")
     missing = [str(source) for source in plan.values() if not source.is_file()]
     if missing:
         raise ReleaseError(f"{missing[0]} is missing: build from a full checkout of the kit")

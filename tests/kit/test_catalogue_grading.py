@@ -1,13 +1,17 @@
 """The grader's verdicts on every exercise's catalogue: honest variants keep full marks, known
 mistakes lose points in the exercise they break, and say why.
 
-`submissions/<exercise>/correct/*.py` and `submissions/<exercise>/wrong/*.py` are whole
+`submissions/<exercise>/correct/*.py` and `solutions/mistakes/<exercise>/*.py` (the known mistakes,
+kept with the solutions because they are near-solutions that must never ship) are whole
 alternative `<exercise>.py` files. Each is graded inside a copy of the reference solutions with
-only that one file swapped in, so a mistake is judged on its own, the way a student's lone slip is.
+only that one file swapped in, so a mistake is judged on its own, the way a student's lone slip is,
+and the feedback must name that mistake (its DIAGNOSIS), once. That correct code is never diagnosed
+is checked in-process, cheaply, in test_diagnosis.py.
 """
 
 from __future__ import annotations
 
+import ast
 import shutil
 from pathlib import Path
 
@@ -15,25 +19,41 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SUBMISSIONS = Path(__file__).resolve().parent / "submissions"
-EXERCISES = sorted(p.name for p in SUBMISSIONS.iterdir() if (p / "wrong").is_dir() or (p / "correct").is_dir())
+MISTAKES = REPO / "solutions" / "mistakes"
 
 
-def variants(kind: str) -> list[Path]:
-    return sorted(path for exercise in EXERCISES for path in (SUBMISSIONS / exercise / kind).glob("*.py"))
+def correct_variants() -> list[Path]:
+    return sorted(SUBMISSIONS.glob("*/correct/*.py"))
+
+
+def mistakes() -> list[Path]:
+    return sorted(MISTAKES.glob("*/*.py"))
+
+
+def exercise_of(variant: Path) -> str:
+    return variant.parent.parent.name if variant.parent.name == "correct" else variant.parent.name
 
 
 def _id(path: Path) -> str:
-    return f"{path.parent.parent.name}/{path.stem}"
+    return f"{exercise_of(path)}/{path.stem}"
 
 
 def _docstring(path: Path) -> str:
     return path.read_text().split('"""')[1].strip()
 
 
+def _diagnosis(path: Path) -> str:
+    """The mistake's DIAGNOSIS, the sentence a student who makes it should read."""
+    found = [ast.literal_eval(node.value) for node in ast.parse(path.read_text()).body
+             if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["DIAGNOSIS"]]
+    assert len(found) == 1 and isinstance(found[0], str), f"{path} needs one DIAGNOSIS = '...' string"
+    return found[0]
+
+
 @pytest.fixture
 def grade_variant(grader_cli, tmp_path: Path):
     def _grade(variant: Path):
-        exercise = variant.parent.parent.name
+        exercise = exercise_of(variant)
         folder = tmp_path / "submission"
         folder.mkdir()
         for solution in (REPO / "solutions").glob("*.py"):
@@ -48,17 +68,21 @@ def grade_variant(grader_cli, tmp_path: Path):
     return _grade
 
 
-@pytest.mark.parametrize("variant", variants("correct"), ids=_id)
+@pytest.mark.parametrize("variant", correct_variants(), ids=_id)
 def test_correct_variant_keeps_full_marks(grade_variant, variant: Path):
     exercise, run = grade_variant(variant)
     result = run.exercise(exercise)
     assert result["score"] == result["max_score"], f"{_docstring(variant)}\n{run.feedback(exercise)}"
 
 
-@pytest.mark.parametrize("variant", variants("wrong"), ids=_id)
+@pytest.mark.parametrize("variant", mistakes(), ids=_id)
 def test_known_mistake_loses_points_and_says_why(grade_variant, variant: Path):
     exercise, run = grade_variant(variant)
     result = run.exercise(exercise)
     assert result["score"] < result["max_score"], f"full marks for a known mistake: {_docstring(variant)}"
     lost = run.lost_tests(exercise)
     assert all(t["message"].strip() for t in lost), f"a lost test says nothing:\n{run.feedback(exercise)}"
+    named = [line for t in lost for line in t["message"].splitlines() if line.startswith("Diagnosis: ")]
+    assert named == [f"Diagnosis: {_diagnosis(variant)}"], (
+        f"expected the one diagnosis of {_id(variant)}, got {named}:\n{run.feedback(exercise)}"
+    )

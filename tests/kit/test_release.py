@@ -21,7 +21,7 @@ import pytest
 from grader.release import ReleaseError, build
 
 REPO = Path(__file__).resolve().parents[2]
-SECRET_FOLDERS = ("solutions", "tests/hidden", "tests/kit")
+SECRET_FOLDERS = ("solutions", "solutions/mistakes", "tests/hidden", "tests/kit")
 CAPSTONE = "hidden/test_transformer.py::test_capstone_trained_model_copies_fresh_sequences"
 
 
@@ -98,6 +98,8 @@ def test_student_release_grades_as_a_student_would(student: Path, tmp_path: Path
 def test_autograder_bundle_grades_the_reference_with_every_suite(autograder: Path, tmp_path: Path):
     for folder in ("solutions", "tests/hidden"):
         assert any((autograder / folder).glob("*.py")), f"the autograder bundle has no {folder}/"
+    mistakes = sorted(p.relative_to(REPO) for p in (REPO / "solutions" / "mistakes").rglob("*.py"))
+    assert mistakes and all((autograder / p).is_file() for p in mistakes), "the bundle lacks the mistakes to diagnose"
     for folder in ("tests/kit", "benchmarks", ".ci", ".git"):
         assert not (autograder / folder).exists(), f"the autograder bundle ships {folder}/"
     assert (autograder / "README.md").read_bytes() == (REPO / "README.md").read_bytes()

@@ -1,0 +1,27 @@
+"""The look-ahead mask uses tril(diagonal=-1), so a position may not attend to itself."""
+
+DIAGNOSIS = (
+    "create_look_ahead_mask leaves out the diagonal: use tril with the default diagonal=0, so a position "
+    "may attend to itself."
+)
+
+import torch
+
+
+def causal_average(x):
+    T = x.size(1)
+    weights = torch.tril(torch.ones(T, T, dtype=x.dtype, device=x.device))
+    return (weights / weights.sum(dim=1, keepdim=True)) @ x
+
+
+def weight_mask_and_normalization(weight):
+    tril = torch.tril(torch.ones_like(weight))
+    return weight.masked_fill(tril == 0, float("-inf")).softmax(dim=-1)
+
+
+def create_look_ahead_mask(seq_len):
+    return torch.tril(torch.ones(seq_len, seq_len), diagonal=-1).unsqueeze(0).unsqueeze(0)
+
+
+def causal_mask(seq_len):
+    return torch.triu(torch.full((1, 1, seq_len, seq_len), float("-inf")), diagonal=1)

@@ -1,0 +1,25 @@
+"""Uses 10000^(i/d_model) with i = column // 2, i.e. i where the formula has 2i."""
+
+DIAGNOSIS = (
+    "the frequencies use 10000^(i/d_model): the exponent is 2i/d_model, i.e. the even column index over d_model."
+)
+
+import math
+
+import torch
+from torch import nn
+
+
+class PositionalEncoding(nn.Module):
+    def __init__(self, d_model, max_len=5000, dropout=0.0):
+        super().__init__()
+        position = torch.arange(0, max_len).unsqueeze(1).float()
+        div_term = torch.exp(torch.arange(0, d_model // 2).float() * -(math.log(10000.0) / d_model))
+        pe = torch.zeros(max_len, d_model)
+        pe[:, 0::2] = torch.sin(position * div_term)
+        pe[:, 1::2] = torch.cos(position * div_term)
+        self.register_buffer('pe', pe.unsqueeze(0))
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.dropout(x + self.pe[:, : x.size(1)])

@@ -1,0 +1,23 @@
+"""Builds the table in float64 and keeps it so: float32 inputs come back as float64."""
+
+DIAGNOSIS = "the pe table is float64, so float32 inputs come back as float64: build or store it in float32."
+
+import math
+
+import torch
+from torch import nn
+
+
+class PositionalEncoding(nn.Module):
+    def __init__(self, d_model, max_len=5000, dropout=0.0):
+        super().__init__()
+        position = torch.arange(0, max_len).unsqueeze(1).double()
+        div_term = torch.exp(torch.arange(0, d_model, 2).double() * -(math.log(10000.0) / d_model))
+        pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+        pe[:, 0::2] = torch.sin(position * div_term)
+        pe[:, 1::2] = torch.cos(position * div_term)
+        self.register_buffer('pe', pe.unsqueeze(0))
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.dropout(x + self.pe[:, : x.size(1)])

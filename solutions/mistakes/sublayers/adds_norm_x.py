@@ -1,0 +1,42 @@
+"""Adds the normalised input back, norm(x) + dropout(sublayer(norm(x))), instead of x itself."""
+
+DIAGNOSIS = "ResidualConnection adds norm(x) back: the residual adds the input itself, x + dropout(sublayer(norm(x)))."
+
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward network: (..., d_model) -> (..., d_model), the same MLP at every position.
+
+    Attributes: `w1` (nn.Linear(d_model, d_ff)), `w2` (nn.Linear(d_ff, d_model)), `dropout`.
+    """
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(d_model, d_ff)
+        self.w2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.dropout(torch.relu(self.w1(x)))  # (..., d_ff)
+        return self.w2(h)  # (..., d_model)
+
+
+class ResidualConnection(nn.Module):
+    """Pre-norm residual connection: x + dropout(sublayer(norm(x))), (..., d_model) -> (..., d_model).
+
+    Attributes: `norm` (nn.LayerNorm(d_model)), `dropout`.
+    """
+
+    def __init__(self, d_model: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        y = self.norm(x)
+        return y + self.dropout(sublayer(y))

@@ -1,0 +1,41 @@
+"""The feed-forward drops its output, dropout(w2(relu(w1(x)))), instead of the hidden activations."""
+
+DIAGNOSIS = "FeedForward drops its output: apply dropout to the hidden activations, w2(dropout(relu(w1(x))))."
+
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward network: (..., d_model) -> (..., d_model), the same MLP at every position.
+
+    Attributes: `w1` (nn.Linear(d_model, d_ff)), `w2` (nn.Linear(d_ff, d_model)), `dropout`.
+    """
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(d_model, d_ff)
+        self.w2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.w1(x))  # (..., d_ff)
+        return self.dropout(self.w2(h))  # (..., d_model)
+
+
+class ResidualConnection(nn.Module):
+    """Pre-norm residual connection: x + dropout(sublayer(norm(x))), (..., d_model) -> (..., d_model).
+
+    Attributes: `norm` (nn.LayerNorm(d_model)), `dropout`.
+    """
+
+    def __init__(self, d_model: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        return x + self.dropout(sublayer(self.norm(x)))  # (..., d_model): the identity path is untouched

@@ -1,0 +1,89 @@
+"""Mistake diagnosis, in-process and cheap: every known mistake is recognised as itself and as nothing
+else, and correct code (the reference and every correct variant) is never diagnosed.
+
+The catalogue grading test checks the same on the real path (sandboxed worker, failure messages) for
+the mistakes; correct variants keep full marks there, so no failure ever asks for their diagnosis,
+and this file is where their matching is checked.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from grader import diagnosis
+
+SUBMISSIONS = Path(__file__).resolve().parent / "submissions"
+MISTAKES = Path(__file__).resolve().parents[2] / "solutions" / "mistakes"
+EXERCISES = sorted(diagnosis.PROBES)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_every_exercise_has_a_catalogue_and_every_mistake_a_short_diagnosis():
+    assert sorted(p.name for p in MISTAKES.iterdir() if p.is_dir()) == EXERCISES
+    for path in sorted(MISTAKES.glob("*/*.py")):
+        text = diagnosis.diagnosis_text(path)
+        assert "\n" not in text and len(text) <= 200, f"{path}: keep the diagnosis to one short sentence"
+        assert ":" in text, f"{path}: say what is wrong, then (after a colon) what to do"
+
+
+@pytest.mark.parametrize("exercise", EXERCISES)
+def test_each_mistake_is_diagnosed_as_itself_alone(exercise: str):
+    known = diagnosis.known(exercise)
+    assert known is not None and len(known.mistakes) == len(list((MISTAKES / exercise).glob("*.py")))
+    for mistake, differs, _ in known.mistakes:
+        assert differs, f"{exercise}/{mistake.name} behaves like the reference on every facet of the probe"
+        got = diagnosis.diagnose(exercise, diagnosis.Library({exercise: mistake.module}))
+        assert [m.name for m in got] == [mistake.name], f"{exercise}/{mistake.name} diagnosed as {got}"
+
+
+@pytest.mark.parametrize("exercise", EXERCISES)
+def test_correct_code_is_never_diagnosed(exercise: str):
+    assert diagnosis.diagnose(exercise, diagnosis.REFERENCE) == ()
+    variants = sorted((SUBMISSIONS / exercise / "correct").glob("*.py"))
+    assert variants, f"no correct variants of {exercise} to check"
+    for path in variants:
+        module = diagnosis.load_variant(path, exercise=exercise)
+        got = diagnosis.diagnose(exercise, diagnosis.Library({exercise: module}))
+        assert got == (), f"correct {exercise}/{path.stem} diagnosed as {[m.name for m in got]}"
+
+
+@pytest.mark.parametrize("exercise", EXERCISES)
+def test_tolerances_are_derived_and_finite(exercise: str):
+    known = diagnosis.known(exercise)
+    assert known is not None
+    for name, tol in known.tolerances.items():
+        assert math.isfinite(tol), f"{exercise} facet {name!r}: the float32 and float64 references disagree"
+        value = known.reference[name]
+        assert not isinstance(value, diagnosis.Raised), f"{exercise} facet {name!r}: the reference raised {value}"
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            assert 0 < tol < 1e-3, f"{exercise} facet {name!r}: tolerance {tol:.3g} is not a float32 rounding error"
+
+
+def test_what_no_mistake_explains_gets_no_diagnosis():
+    # attention returns a string, masking is missing: every facet differs, none like a known mistake.
+    garbage = SimpleNamespace(attention=SimpleNamespace(attention=lambda *args, **kwargs: "not a tensor"))
+    for exercise in ("attention", "masking"):
+        assert diagnosis.diagnose(exercise, garbage) == ()
+
+
+def test_a_scaled_copy_of_the_reference_is_not_the_nearest_mistake():
+    import solutions.attention as reference
+
+    def scaled(*args, **kwargs):
+        output, p_attn = reference.attention(*args, **kwargs)
+        return output * 1.5, p_attn * 1.5
+
+    submission = SimpleNamespace(attention=SimpleNamespace(attention=scaled), probes=diagnosis.REFERENCE.probes)
+    assert diagnosis.diagnose("attention", submission) == ()
