@@ -2,7 +2,7 @@
 
 The class mixes what an instructor receives: reference-correct submissions (the reference and
 the catalogue's correct variants), half-finished ones (the first k exercises done, stubs after),
-untouched stubs, submissions with one known mistake (the catalogue's wrong variants) and broken
+untouched stubs, submissions with one known mistake (solutions/mistakes/) and broken
 ones (a syntax error, a crash at import, a segfault, a zip). The naive loop runs one `grader
 check` process per submission, one after another: each is one pytest run over the graded suites
 in a fresh process, with its own sandbox and worker, as a shell loop over the class would.
@@ -66,10 +66,10 @@ def build_class(folder: Path, scale: float) -> dict[str, str]:
         name = f"stub-{i:02d}"
         shutil.copytree(ROOT / "exercises", folder / name)
         kinds[name] = "stub"
-    wrong = sorted(CATALOGUE.glob("*/wrong/*.py"))
+    wrong = sorted((ROOT / "solutions" / "mistakes").glob("*/*.py"))
     for i, variant in enumerate(spread(wrong, counts["one mistake"])):
         name = f"mistake-{i:02d}"
-        solutions_with(folder / name, {variant.parent.parent.name: variant})
+        solutions_with(folder / name, {variant.parent.name: variant})
         kinds[name] = "one mistake"
     broken = [
         {"masking": "def causal_average(x):\n    return x[:, :t+1\n"},
