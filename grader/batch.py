@@ -102,16 +102,18 @@ def run(
     todo = []
     for entry in entries:
         done = _read(out / f"{entry.id}.json")
-        if not force and done and done.get("key") == keys[entry.id]:
+        # "failed" means the grader broke, not the submission: try those again.
+        if not force and done and done.get("key") == keys[entry.id] and done.get("status") != "failed":
             results[entry.id] = Result(entry.id, "skipped", done)
         else:
             todo.append(entry)
     for result in results.values():
         if on_result:
             on_result(result)
+    started = [Slot(device) for _ in range(min(max(1, jobs), max(1, len(todo))))]
     slots: queue.Queue[Slot] = queue.Queue()
-    for _ in range(min(max(1, jobs), max(1, len(todo)))):
-        slots.put(Slot(device))
+    for slot in started:
+        slots.put(slot)
 
     def grade(entry: Entry) -> Result:
         slot = slots.get()
@@ -120,20 +122,26 @@ def run(
         finally:
             slots.put(slot)
 
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            for future in as_completed([pool.submit(grade, entry) for entry in todo]):
-                result = future.result()
-                results[result.id] = result
-                if on_result:
-                    on_result(result)
+        for future in as_completed([pool.submit(grade, entry) for entry in todo]):
+            result = future.result()
+            results[result.id] = result
+            if on_result:
+                on_result(result)
     finally:
-        while not slots.empty():
-            slots.get().close()
+        # On Ctrl-C, what has not started never starts; what is running dies with its slot.
+        pool.shutdown(wait=False, cancel_futures=True)
+        for slot in started:
+            slot.close()
     ordered = [results[entry.id] for entry in entries]
     write_grades_csv(ordered, selection, out / "grades.csv")
     write_json(summarise(ordered, selection), out / "summary.json")
     return ordered
+
+
+class BatchStopped(Exception):
+    """The batch is shutting down (Ctrl-C): the submission in progress gets no report."""
 
 
 class Slot:
@@ -141,6 +149,7 @@ class Slot:
 
     def __init__(self, device: str) -> None:
         self._device = device
+        self._closed = False
         self._start()
 
     def _start(self) -> None:
@@ -161,8 +170,12 @@ class Slot:
             line = self.process.stdout.readline() if ready else ""
             return json.loads(line)
         except (OSError, ValueError):
+            if self._closed:
+                raise BatchStopped from None  # no report: the submission was not graded
             problem = self._problem()
-            self.close()
+            self.process.kill()
+            self.process.wait()
+            self._log.close()
             self._start()
             return {"status": "failed", "reason": f"the grading process stopped: {problem}"}
 
@@ -172,6 +185,7 @@ class Slot:
         return lines[-1] if lines else f"exit code {self.process.poll()}"
 
     def close(self) -> None:
+        self._closed = True
         self.process.kill()
         self.process.wait()
         self._log.close()

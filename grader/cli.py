@@ -30,7 +30,7 @@ from rich.table import Table
 
 from . import state
 from .curriculum import BY_ID, EXERCISES
-from .reports import GradeReport, to_gradescope, write_json
+from .reports import GradeReport, to_exercism, to_gradescope, write_json
 from .selection import Selection, UsageError, hidden_installed, kit_root, select
 from .session import GradingSession, resolve_device
 from .submission import SubmissionInputError
@@ -78,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--json", type=Path, default=None, metavar="PATH", help="write the JSON report here")
     check.add_argument("--gradescope", type=Path, default=None, metavar="PATH",
                        help="write Gradescope's results.json here")
+    check.add_argument("--exercism", type=Path, default=None, metavar="PATH",
+                       help="write an Exercism test-runner results.json (version 3) here")
     check.add_argument("--fail-under", type=_percent, default=None, metavar="PERCENT",
                        help="exit with 1 when the score is below this percentage")
     check.add_argument("--quick", action="store_true",
@@ -174,6 +176,8 @@ def _check(args: argparse.Namespace, console: Console) -> int:
             write_json(report.to_json(), args.json)
         if args.gradescope:
             write_json(to_gradescope(report), args.gradescope)
+        if args.exercism:
+            write_json(to_exercism(report), args.exercism)
     except OSError as error:
         _die(f"cannot write the report: {error}")
     render(report, console, verbose=args.verbose)

@@ -98,6 +98,32 @@ def to_gradescope(report: GradeReport) -> dict[str, Any]:
     }
 
 
+def to_exercism(report: GradeReport) -> dict[str, Any]:
+    """Exercism's test-runner results.json (interface version 3: each exercise is a task)."""
+    from .curriculum import EXERCISES
+
+    task = {exercise.id: number for number, exercise in enumerate(EXERCISES, start=1)}
+    tests = [
+        {
+            "name": f"{exercise.id}: {test.name.split('::')[-1]}",
+            "status": {"passed": "pass", "failed": "fail"}.get(test.outcome, "error"),
+            "message": test.message or None,
+            "task_id": task[exercise.id],
+        }
+        for exercise in report.exercises
+        for test in exercise.tests
+        if test.outcome != "skipped"
+    ]
+    if tests and all(test["status"] == "pass" for test in tests):
+        status = "pass"
+    elif tests and all(test["status"] == "error" for test in tests):
+        status = "error"
+    else:
+        status = "fail"
+    message = "; ".join(sorted({t["message"] for t in tests if t["message"]}))[:65535] if status == "error" else None
+    return {"version": 3, "status": status, "message": message, "tests": tests}
+
+
 def write_json(data: dict[str, Any], path: Path) -> None:
     """Write JSON so that readers see the old file or the new one, never half of one."""
     path = Path(path)

@@ -37,7 +37,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     from . import runner  # noqa: F401 - imported once here, so that each forked child starts ready
-    from .sandbox import Limits, Zygote, bwrap_problem
+    from .sandbox import Limits, WorkerStartError, Zygote, bwrap_problem
 
     limits = Limits.from_environment()
     isolate = bwrap_problem() is None
@@ -49,7 +49,13 @@ def main() -> None:
                 if zygote is not None:
                     zygote.close()
                 zygote = Zygote(device=device, limits=limits, isolate=isolate)
-            results.write(json.dumps(grade(job, zygote, device)) + "\n")
+            try:
+                result = grade(job, zygote, device)
+            except WorkerStartError as error:  # the sandbox broke between two submissions: start anew
+                zygote.close()
+                zygote = None
+                result = {"status": "failed", "reason": str(error)}
+            results.write(json.dumps(result) + "\n")
             results.flush()
     finally:
         if zygote is not None:

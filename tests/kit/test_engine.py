@@ -18,7 +18,7 @@ import torch
 from grader import protocol
 from grader.plugin import feedback
 from grader.remote import NotImplementedYet, SubmissionFailure, WorkerCrash
-from grader.reports import GradeReport, to_gradescope, write_json
+from grader.reports import GradeReport, to_exercism, to_gradescope, write_json
 from grader.sandbox import Limits, Zygote, bwrap_problem
 from grader.scoring import score
 from grader.selection import UsageError, select
@@ -203,6 +203,17 @@ def test_reports_are_written_atomically_and_gradescope_hides_hidden_tests(tmp_pa
     gradescope = to_gradescope(grade)
     assert gradescope["score"] == 5.0
     assert [t["visibility"] for t in gradescope["tests"]] == ["visible", "after_published"]
+
+
+def test_exercism_results_name_each_test_its_task_and_the_overall_status():
+    mixed = fake_pytest_report(("public", "a", "passed", 1), ("hidden", "b", "failed", 1))
+    grade = GradeReport("sub", "all", "cpu", 1.0, torch.__version__, tuple(score(mixed, ["attention"])))
+    results = to_exercism(grade)
+    assert results["version"] == 3 and results["status"] == "fail" and results["message"] is None
+    assert [(t["status"], t["task_id"]) for t in results["tests"]] == [("pass", 1), ("fail", 1)]
+    passing = fake_pytest_report(("public", "a", "passed", 1))
+    grade = GradeReport("sub", "all", "cpu", 1.0, torch.__version__, tuple(score(passing, ["attention"])))
+    assert to_exercism(grade)["status"] == "pass"
 
 
 # --- the worker --------------------------------------------------------------------------------
