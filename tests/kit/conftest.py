@@ -146,9 +146,9 @@ class GraderCLI:
                 run.report = f"unreadable JSON: {error}"
         return run
 
-    def check(self, submission: Path, json_path: Path, exercise: str = "attention") -> Run:
-        """`grader check EXERCISE --submission SUBMISSION --json JSON_PATH`, without judging the result."""
-        return self.run("check", exercise, "--submission", str(submission), json_path=json_path)
+    def check(self, submission: Path, json_path: Path, exercise: str = "attention", *more: str) -> Run:
+        """`grader check EXERCISE [MORE...] --submission SUBMISSION --json JSON_PATH`, without judging the result."""
+        return self.run("check", exercise, *more, "--submission", str(submission), json_path=json_path)
 
 
 @pytest.fixture(scope="session")

@@ -100,3 +100,20 @@ def test_a_batch_killed_halfway_finishes_with_the_same_results(first_run, class_
 def test_a_missing_folder_is_a_one_line_usage_error(tmp_path):
     run = batch(tmp_path / "nope", tmp_path / "out")
     assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1, run.stderr
+
+
+def test_a_submission_over_its_time_budget_is_stopped_and_the_next_one_is_graded(tmp_path):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    shutil.copytree(REPO / "tests" / "kit" / "submissions" / "hostile" / "infinite_loop", folder / "looper")
+    shutil.copytree(REPO / "solutions", folder / "zoe")
+    out = tmp_path / "grades"
+    started = time.monotonic()
+    run = batch(folder, out, "--timeout", "6", "--jobs", "1")
+    assert run.returncode == 0, run.stderr
+    looper, zoe = (json.loads((out / f"{name}.json").read_text()) for name in ("looper", "zoe"))
+    assert looper["status"] == "timeout" and "6 s budget" in looper["warnings"][0], looper["warnings"]
+    assert zoe["status"] == "graded" and zoe["score"] == zoe["max_score"] == 100
+    assert time.monotonic() - started < 120
+    summary = json.loads((out / "summary.json").read_text())
+    assert {"id": "looper", "limits": ["timeout"], "reason": looper["warnings"][0]} in summary["limits"]

@@ -5,7 +5,9 @@ mistakes lose points in the exercise they break, and say why.
 kept with the solutions because they are near-solutions that must never ship) are whole
 alternative `<exercise>.py` files. Each is graded inside a copy of the reference solutions with
 only that one file swapped in, so a mistake is judged on its own, the way a student's lone slip is,
-and the feedback must name that mistake (its DIAGNOSIS), once. That correct code is never diagnosed
+and the feedback must name that mistake (its DIAGNOSIS), once. A correct variant keeps full marks in
+its own exercise and in every exercise built on it (a float32 softmax from the course notes must not
+cost points in the float64 test of the whole Transformer). That correct code is never diagnosed
 is checked in-process, cheaply, in test_diagnosis.py.
 """
 
@@ -16,6 +18,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+
+from grader.curriculum import EXERCISES, prerequisites
 
 REPO = Path(__file__).resolve().parents[2]
 SUBMISSIONS = Path(__file__).resolve().parent / "submissions"
@@ -52,7 +56,7 @@ def _diagnosis(path: Path) -> str:
 
 @pytest.fixture
 def grade_variant(grader_cli, tmp_path: Path):
-    def _grade(variant: Path):
+    def _grade(variant: Path, *also: str):
         exercise = exercise_of(variant)
         folder = tmp_path / "submission"
         folder.mkdir()
@@ -60,7 +64,7 @@ def grade_variant(grader_cli, tmp_path: Path):
             if solution.name not in ("__init__.py", "config.py"):
                 shutil.copyfile(solution, folder / solution.name)
         shutil.copyfile(variant, folder / f"{exercise}.py")
-        run = grader_cli.check(folder, tmp_path / "report.json", exercise)
+        run = grader_cli.check(folder, tmp_path / "report.json", exercise, *also)
         assert run.returncode == 0, run.describe()
         assert not run.report_problems(), "\n".join(run.report_problems())
         return exercise, run
@@ -70,9 +74,11 @@ def grade_variant(grader_cli, tmp_path: Path):
 
 @pytest.mark.parametrize("variant", correct_variants(), ids=_id)
 def test_correct_variant_keeps_full_marks(grade_variant, variant: Path):
-    exercise, run = grade_variant(variant)
-    result = run.exercise(exercise)
-    assert result["score"] == result["max_score"], f"{_docstring(variant)}\n{run.feedback(exercise)}"
+    built_on_it = [e.id for e in EXERCISES if exercise_of(variant) in prerequisites(e.id)]
+    exercise, run = grade_variant(variant, *built_on_it)
+    for graded in (exercise, *built_on_it):
+        result = run.exercise(graded)
+        assert result["score"] == result["max_score"], f"{_docstring(variant)}\n{run.feedback(graded)}"
 
 
 @pytest.mark.parametrize("variant", mistakes(), ids=_id)
