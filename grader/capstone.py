@@ -39,7 +39,7 @@ def train_copy(
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     device = next(model.parameters()).device
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9, foreach=True)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
     model.train()
     losses = []
@@ -52,7 +52,7 @@ def train_copy(
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), src.reshape(-1))
         optimizer.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
         optimizer.step()
         schedule.step()
         losses.append(loss.item())

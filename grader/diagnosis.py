@@ -30,7 +30,7 @@ from torch.overrides import TorchFunctionMode
 
 from . import probes as kit_probes
 from .remote import NotImplementedYet, Remote, SubmissionFailure, WorkerCrash
-from .testing import EPS32, count_ops, describe
+from .testing import EPS32, count_ops, describe, manual_seed
 
 SEED = 1234
 TOLERANCE_FACTOR = 16.0  # as grader.testing.tolerance: any correct float32 code errs about as much as the reference
@@ -184,7 +184,7 @@ class Run:
         the worker's own random state is put back afterwards."""
         local = isinstance(self.lib, Library)
         state = None if local else self.lib.torch.get_rng_state()
-        (torch if local else self.lib.torch).manual_seed(SEED)
+        (manual_seed if local else self.lib.torch.manual_seed)(SEED)
         try:
             return compute()
         finally:
@@ -252,7 +252,7 @@ def _reference_weights(key: str, make: Callable[[Any], Any]) -> tuple[dict[str, 
 
 def _perturbed_reference(make: Callable[[Any], Any]) -> tuple[dict[str, torch.Tensor], frozenset[str]]:
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(SEED)
+        manual_seed(SEED)
         reference = make(REFERENCE)
     weights = {n: (p.detach() + _filler(n, list(p.shape))).contiguous() for n, p in reference.named_parameters()}
     return weights, frozenset(reference.state_dict())
@@ -459,7 +459,7 @@ def probe(exercise: str, lib: Any, *, dtype: torch.dtype = torch.float32, device
           lazy: bool = False) -> Run:
     run = Run(lib, dtype, device, lazy)
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(SEED)
+        manual_seed(SEED)
         PROBES[exercise](run)
     return run
 

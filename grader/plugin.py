@@ -26,6 +26,7 @@ import torch
 
 from .curriculum import BY_ID, exercise_of_test_file, prerequisites
 from .remote import NotImplementedYet, Submission, SubmissionFailure, WorkerCrash
+from .testing import manual_seed
 from .selection import kit_root
 from .session import GradingSession
 
@@ -125,7 +126,7 @@ def device(grading: GradingSession) -> torch.device:
 def seed(request: pytest.FixtureRequest) -> int:
     """A seed fixed by the test's name, so every run draws the same inputs; it goes in the report."""
     value = int.from_bytes(hashlib.sha256(request.node.nodeid.encode()).digest()[:4], "little")
-    torch.manual_seed(value)
+    manual_seed(value)
     request.node.stash[_SEED] = value
     return value
 
