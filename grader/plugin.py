@@ -26,9 +26,9 @@ import torch
 
 from .curriculum import BY_ID, exercise_of_test_file, prerequisites
 from .remote import NotImplementedYet, Submission, SubmissionFailure, WorkerCrash
-from .testing import manual_seed
 from .selection import kit_root
 from .session import GradingSession
+from .testing import manual_seed
 
 MAX_MESSAGE_CHARS = 1500
 PRINTED_LINES = 10
@@ -44,9 +44,11 @@ QUICK_SKIP = "skipped by --quick: run without --quick to earn these points"
 
 
 class PreparedSession:
-    """Passed to pytest by the `grader` command: a session whose worker is already warming up."""
+    """Passed to pytest by the `grader` command: a session whose worker is already warming up.
 
-    def __init__(self, session: GradingSession) -> None:
+    `session` may be set after collection, before the first test (`runner.collect_then_fork`)."""
+
+    def __init__(self, session: GradingSession | None) -> None:
         self.session = session
 
 
@@ -78,7 +80,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def grading(pytestconfig: pytest.Config) -> GradingSession:
     if _SESSION not in pytestconfig.stash:
         prepared = _prepared(pytestconfig)
-        if prepared is not None:
+        if prepared is not None and prepared.session is not None:
             session = prepared.session
         else:
             path = pytestconfig.getoption("submission") or str(kit_root() / "exercises")

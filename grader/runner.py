@@ -69,42 +69,82 @@ def grade(
     on_test: Callable[[str, str], None] | None = None,
 ) -> GradeReport:
     """Run the selected suites against an opened session, then close it."""
-    started = session.opened_at
     try:
         json_report = JSONReport()
-        args = [
-            *(str(file) for file in selection.files),
-            "--rootdir", str(kit_root()),
-            "-c", str(kit_root() / "pyproject.toml"),
-            "-o", "addopts=",
-            "--import-mode=importlib",
-            # Graded asserts carry their own feedback; pytest's rewritten diff would only clutter it.
-            "--assert=plain",
-            # Plugins are named, never auto-loaded: a third-party pytest plugin installed on the
-            # machine has no say in a grade, and rewriting its asserts cost seconds.
-            "-p", "pytest_jsonreport.plugin",
-            "-p", "no:cacheprovider",
-            "-p", "no:unraisableexception",
-            "-p", "no:threadexception",
-            "-q",
-            # Feedback is the plugin's own message per test; pytest's source-annotated tracebacks
-            # are never shown and cost over 10 s when every test of a stub fails.
-            "--tb=no",
-            "--json-report-file=none",
-            *(["--quick"] if quick else []),
-        ]
-
         sink = io.StringIO()
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), _no_plugin_autoload():
             plugins = [json_report, PreparedSession(session), _Progress(on_start, on_test)]
-            pytest.main(args, plugins=plugins)
-        if json_report.report is None:
-            raise RuntimeError(f"pytest did not run the graded suites:\n{sink.getvalue()[-2000:]}")
-        if json_report.report.get("exitcode") == pytest.ExitCode.INTERRUPTED:
-            raise KeyboardInterrupt  # a partial run is no grade: report nothing rather than a low score
-        exercises = scoring.score(json_report.report, list(selection.exercises))
+            pytest.main(_arguments(selection, quick), plugins=plugins)
+        return _report(json_report, session, selection, sink)
     finally:
         session.close()
+
+
+def collect_then_fork(selection: Selection, fork: Callable[[], GradingSession | None]) -> GradeReport | None:
+    """Collect the suites once, then grade many submissions, each in a child forked after collection.
+
+    Collecting (importing and parametrizing the suites) costs nearly a second, most of the time a
+    stub takes to grade. Here this process collects once and then calls `fork()` until it returns
+    None, and this returns None. `fork` forks: in the parent it waits for the child and returns
+    only to be called again; in a child it returns the session to grade, and there this function
+    returns that submission's report, which the caller writes before the child exits.
+    """
+    json_report = JSONReport()
+    prepared = PreparedSession(None)
+    sink = io.StringIO()
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), _no_plugin_autoload():
+        plugins = [json_report, prepared, _ForkAfterCollection(fork, prepared)]
+        pytest.main(_arguments(selection, quick=False), plugins=plugins)
+    if prepared.session is None:
+        return None
+    try:
+        return _report(json_report, prepared.session, selection, sink)
+    finally:
+        prepared.session.close()
+
+
+class _ForkAfterCollection:
+    def __init__(self, fork: Callable[[], GradingSession | None], prepared: PreparedSession) -> None:
+        self._fork = fork
+        self._prepared = prepared
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
+        self._prepared.session = self._fork()
+        # In a child, pytest's own loop now runs the tests; in the parent, nothing is left to run.
+        return None if self._prepared.session is not None else True
+
+
+def _arguments(selection: Selection, quick: bool) -> list[str]:
+    return [
+        *(str(file) for file in selection.files),
+        "--rootdir", str(kit_root()),
+        "-c", str(kit_root() / "pyproject.toml"),
+        "-o", "addopts=",
+        "--import-mode=importlib",
+        # Graded asserts carry their own feedback; pytest's rewritten diff would only clutter it.
+        "--assert=plain",
+        # Plugins are named, never auto-loaded: a third-party pytest plugin installed on the
+        # machine has no say in a grade, and rewriting its asserts cost seconds.
+        "-p", "pytest_jsonreport.plugin",
+        "-p", "no:cacheprovider",
+        "-p", "no:unraisableexception",
+        "-p", "no:threadexception",
+        "-q",
+        # Feedback is the plugin's own message per test; pytest's source-annotated tracebacks
+        # are never shown and cost over 10 s when every test of a stub fails.
+        "--tb=no",
+        "--json-report-file=none",
+        *(["--quick"] if quick else []),
+    ]
+
+
+def _report(json_report: JSONReport, session: GradingSession, selection: Selection, sink: io.StringIO) -> GradeReport:
+    if json_report.report is None:
+        raise RuntimeError(f"pytest did not run the graded suites:\n{sink.getvalue()[-2000:]}")
+    if json_report.report.get("exitcode") == pytest.ExitCode.INTERRUPTED:
+        raise KeyboardInterrupt  # a partial run is no grade: report nothing rather than a low score
+    exercises = scoring.score(json_report.report, list(selection.exercises))
     warnings = [f"submission: {note}" for note in session.submission.notes]
     problem = bwrap_problem()
     if problem:
@@ -113,7 +153,7 @@ def grade(
         submission=str(session.path),
         suite=selection.suite,
         device=session.device,
-        duration_s=time.monotonic() - started,
+        duration_s=time.monotonic() - session.opened_at,
         torch=torch.__version__,
         exercises=tuple(exercises),
         sandbox="none" if problem else "bubblewrap",
