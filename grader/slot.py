@@ -50,6 +50,8 @@ def main() -> None:
 
 
 class _Slot:
+    """The slot's loop: jobs in, a forked child per job, one result line out per job."""
+
     def __init__(self, jobs: Any, results: Any, device: str, zygote_class: Any, limits: Any, isolate: bool) -> None:
         self._jobs = jobs
         self._results = results
