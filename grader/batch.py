@@ -193,7 +193,8 @@ class Slot:
 
 def _grade(slot: Slot, entry: Entry, out: Path, selection: Selection, report_key: str, timeout_s: float,
            device: str) -> Result:
-    partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=out)) / "report.json"
+    # The slot works in the kit's folder: every path in a job is absolute.
+    partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=out.resolve())) / "report.json"
     job = {"path": str(entry.path.resolve()), "report": str(partial), "exercises": list(selection.exercises),
            "suite": selection.suite, "timeout_s": timeout_s}
     try:

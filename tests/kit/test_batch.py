@@ -117,3 +117,14 @@ def test_a_submission_over_its_time_budget_is_stopped_and_the_next_one_is_graded
     assert time.monotonic() - started < 120
     summary = json.loads((out / "summary.json").read_text())
     assert {"id": "looper", "limits": ["timeout"], "reason": looper["warnings"][0]} in summary["limits"]
+
+
+def test_relative_paths_are_read_from_the_folder_the_instructor_is_in(tmp_path):
+    (tmp_path / "class").mkdir()
+    shutil.copytree(REPO / "solutions", tmp_path / "class" / "alice")
+    command = [sys.executable, "-m", "grader", "batch", "class", "--out", "grades", "--suite", "public", "--jobs", "1"]
+    env = {**ENV, "PYTHONPATH": str(REPO)}  # this kit, wherever it is installed from
+    run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    report = json.loads((tmp_path / "grades" / "alice.json").read_text())
+    assert report["status"] == "graded" and report["score"] == report["max_score"], report["warnings"]
