@@ -23,7 +23,7 @@ def manual_seed(value: int) -> None:
     """`torch.manual_seed` for the trusted side, without its cost on a machine with no GPU.
 
     torch.manual_seed also queues a seeding for every accelerator backend not yet started (CUDA, XPU,
-    MTIA), each recording a formatted stack trace: about 3 ms a call, a second per graded run.
+    MTIA), each recording a formatted stack trace: about 0.3 ms a call, 170 calls per graded run.
     """
     torch.random.default_generator.manual_seed(value)
     if torch.cuda.is_available():
