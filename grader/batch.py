@@ -10,7 +10,6 @@ is done, so a batch killed halfway finishes the rest and ends as an uninterrupte
 from __future__ import annotations
 
 import csv
-import ctypes
 import hashlib
 import io
 import json
@@ -29,13 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import __version__
+from . import __version__, processes
 from .curriculum import BY_ID
 from .reports import SCHEMA, write_json
 from .selection import Selection, kit_root
 from .submission import SubmissionInputError, load
 
-_PR_SET_PDEATHSIG = 1
 # How the worker's limits announce themselves in a test's message (see remote.py).
 LIMIT_SIGNS = {"timed out after": "timeout", "crashed with": "crash", "the worker exited with": "crash",
                "ran out of memory": "memory"}
@@ -214,7 +212,7 @@ def _grade(slot: Slot, entry: Entry, out: Path, selection: Selection, report_key
 
 def _die_with_batch() -> None:
     # If the batch itself is killed, each slot hears SIGTERM and its children die with it.
-    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    processes.die_with_parent(signal.SIGTERM)
 
 
 def _read(path: Path) -> dict[str, Any] | None:

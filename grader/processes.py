@@ -11,7 +11,13 @@ import ctypes
 import os
 import signal
 
+_PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
+
+
+def die_with_parent(signum: int) -> None:
+    """Have the kernel send us `signum` when the thread that started us dies."""
+    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
 
 
 def become_subreaper() -> float | None:

@@ -12,7 +12,6 @@ that even children that called setsid() come back to us to be killed.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
 import functools
 import importlib.util
@@ -31,13 +30,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import processes
+
 if TYPE_CHECKING:
     import torch
 
 # No torch import at module level: the command line starts the sandbox before it imports torch
 # itself, so that the two imports (about a second each) run side by side.
 
-_PR_SET_PDEATHSIG = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,7 +147,7 @@ class Zygote:
     """
 
     def __init__(self, *, device: str, limits: Limits, isolate: bool) -> None:
-        from . import processes, submission
+        from . import submission
 
         self.limits = limits
         self.isolated = isolate
@@ -187,8 +187,6 @@ class Zygote:
         theirs.close()
 
     def alive(self) -> bool:
-        from . import processes
-
         return self.process.returncode is None and processes.alive(self.process.pid)
 
     def connect(self, submission: Any) -> Client:
@@ -482,7 +480,7 @@ def _bwrap_command(stage: Path, device: str) -> list[str]:
 
 def _die_with_parent() -> None:
     # Without bubblewrap's --die-with-parent, the zygote still must not outlive us.
-    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    processes.die_with_parent(signal.SIGKILL)
 
 
 _started_by_us: set[int] = set()
@@ -495,8 +493,6 @@ def kill_tree(root: int) -> None:
     Escaped processes whose parent died were re-parented to us (we are a child subreaper), so they
     show up as children of ours that we did not start, born after we became a subreaper.
     """
-    from . import processes
-
     me = os.getpid()
     for _ in range(100):
         children = processes.children_map()

@@ -13,7 +13,6 @@ Protocol with the batch, one JSON object per line: jobs on stdin, results on std
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import select
@@ -24,11 +23,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-_PR_SET_PDEATHSIG = 1
+from . import processes
 
 
 def main() -> None:
-    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    processes.die_with_parent(signal.SIGTERM)
     # Jobs and results travel on copies of stdin and stdout: pytest captures fds 0-2 while it runs,
     # and nothing else may write results, not even by accident.
     jobs = os.fdopen(os.dup(0), "r")
@@ -163,7 +162,7 @@ class _Slot:
         """In the forked child: open the grading session the collected tests will use."""
         self._job, self._error_file, self._in_child = job, error_file, True
         try:
-            ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            processes.die_with_parent(signal.SIGKILL)
             from .session import GradingSession
 
             return GradingSession.around(Path(job["path"]), loaded, self._zygote, client, device=self._device)

@@ -28,7 +28,6 @@ from typing import Any
 from . import processes
 
 MAX_MESSAGE_BYTES = 65536
-_PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 PRELOADED = ("protocol", "worker", "instrument", "probes", "capstone")
 
@@ -173,7 +172,7 @@ class Zygote:
 
 def _become_worker(fds: list[int]) -> None:
     """In the forked child: the four passed descriptors become the worker's pipes and stdio."""
-    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    processes.die_with_parent(signal.SIGKILL)
     for name in ("SIGINT", "SIGTERM", "SIGPIPE"):
         signal.signal(getattr(signal, name), signal.SIG_DFL)
     fd_in, fd_out, out, err = fds
