@@ -30,7 +30,7 @@ from typing import Any
 
 from . import __version__, processes
 from .curriculum import BY_ID
-from .reports import SCHEMA, write_json
+from .reports import SCHEMA, atomic_path, write_json
 from .selection import Selection, kit_root
 from .submission import SubmissionInputError, load
 
@@ -245,10 +245,8 @@ def write_grades_csv(results: list[Result], selection: Selection, path: Path) ->
         scores = {e["id"]: e["score"] for e in result.report.get("exercises", [])}
         writer.writerow([result.id, *(f"{scores.get(x, 0.0):g}" for x in selection.exercises),
                          f"{result.report.get('score', 0.0):g}"])
-    fd, temporary = tempfile.mkstemp(prefix=".grades.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(buffer.getvalue())
-    os.replace(temporary, path)
+    with atomic_path(path, ".tmp") as temporary:
+        temporary.write_text(buffer.getvalue(), encoding="utf-8")
 
 
 def summarise(results: list[Result], selection: Selection) -> dict[str, Any]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,15 +128,29 @@ def to_exercism(report: GradeReport) -> dict[str, Any]:
 
 def write_json(data: dict[str, Any], path: Path) -> None:
     """Write JSON so that readers see the old file or the new one, never half of one."""
+    with atomic_path(path, ".tmp") as temporary, open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2, allow_nan=False)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path, suffix: str) -> Iterator[Path]:
+    """A fresh temporary path beside `path` to write to; once the block ends, it replaces `path`.
+
+    Readers see the old file or the new one, never half of one; the new file gets the permissions
+    of any file made here (mkstemp's 0600 would hide it from other users); on error nothing changes.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, allow_nan=False)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        yield Path(temporary)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

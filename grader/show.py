@@ -8,8 +8,6 @@ causal version sends the same scores through `masking.weight_mask_and_normalizat
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +20,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from .reports import atomic_path
 from .session import GradingSession
 
 # Note 3's embeddings; the weights it prints for them are softmax(X Xᵀ / 2), row by row.
@@ -191,18 +190,9 @@ def write_png(heatmaps: tuple[Heatmap, ...], path: Path) -> bool:
         axis.set_title(f"{heatmap.title}\n{heatmap.function}", fontsize=9)
         figure.colorbar(image, ax=axis, fraction=0.046, pad=0.04)
     figure.tight_layout()
-    path = Path(path)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent or Path("."))
-    os.close(fd)
     try:
-        figure.savefig(temporary, format="png", dpi=120)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # mkstemp's 0600 would hide the image from other users
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+        with atomic_path(path, ".png") as temporary:
+            figure.savefig(temporary, format="png", dpi=120)
     finally:
         pyplot.close(figure)
     return True
