@@ -8,7 +8,6 @@ message is written for the student.
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,11 +51,19 @@ class Connection:
     generation: int = 0
     _strikes: Counter[str] = field(default_factory=Counter)
     _broken_imports: dict[str, str] = field(default_factory=dict)
+    # Modules and their attributes (functions, classes, sub-packages) are looked up once per worker:
+    # each lookup is a round trip, and every test starts with a few. Their handles outlive release_all.
+    _modules: dict[str, Remote] = field(default_factory=dict)
+    _attributes: dict[tuple[int, str], Any] = field(default_factory=dict)
+    _release_pending: bool = False
 
     def ensure_started(self) -> WorkerProcess:
         if self.process is None:
             self.process = self.start()
             self.generation += 1
+            self._modules.clear()
+            self._attributes.clear()
+            self._release_pending = False
         return self.process
 
     def close(self) -> None:
@@ -80,6 +87,9 @@ class Connection:
         if self._strikes[what] >= MAX_STRIKES:
             raise WorkerCrash(f"{what} was not called again: it already crashed or timed out {MAX_STRIKES} times")
         process = self.ensure_started()
+        if self._release_pending:  # the previous test's objects go with this request, not in a round trip of their own
+            header = {**header, "release_first": self._kept_handles()}
+            self._release_pending = False
         timeout = self.call_timeout_s or self.limits.call_timeout_s
         try:
             reply, reply_tensors = process.exchange(header, tensors, timeout_s=timeout)
@@ -135,11 +145,26 @@ class Connection:
             raise SubmissionFailure(self._broken_imports[name])
         if f"{name}.py" in self.missing_files:
             raise SubmissionFailure(f"{name}.py was not found in the submission")
+        self.ensure_started()
+        if name in self._modules:
+            return self._modules[name]
         try:
-            return self.request({"op": "import", "name": name}, {}, what=what)
+            module = self.request({"op": "import", "name": name}, {}, what=what)
         except SubmissionFailure as failure:
             self._broken_imports[name] = str(failure)
             raise
+        if isinstance(module, Remote):
+            self._modules[name] = module
+        return module
+
+    def module_attribute(self, module: Remote, name: str) -> Any:
+        """`module.name`, asked of the worker once: a module's functions and classes are what tests look up."""
+        key = (module._handle, name)
+        if key not in self._attributes:
+            self._attributes[key] = self.request(
+                {"op": "getattr", "target": module._handle, "name": name}, {}, what=f"{module._name}.{name}"
+            )
+        return self._attributes[key]
 
     def call(self, target: Remote, args: tuple[Any, ...], kwargs: dict[str, Any], *, mode: str = "plain",
              **extra: Any) -> Any:
@@ -150,9 +175,15 @@ class Connection:
         return self.request(header, tensors, what=f"{target._name}()")
 
     def release_all(self) -> None:
-        if self.process is not None:
-            with contextlib.suppress(SubmissionFailure):
-                self.request({"op": "release", "keep": []}, {}, what="cleaning up")
+        """Let the worker drop every object the trusted side holds a handle on, but modules and their attributes.
+
+        Sent with the next request rather than on its own: one round trip fewer for each test.
+        """
+        self._release_pending = self.process is not None
+
+    def _kept_handles(self) -> list[int]:
+        kept = [*self._modules.values(), *self._attributes.values()]
+        return sorted({value._handle for value in kept if isinstance(value, Remote)})
 
 
 class Remote:
@@ -175,9 +206,12 @@ class Remote:
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
         self._check_alive()
-        value = self._connection.request(
-            {"op": "getattr", "target": self._handle, "name": name}, {}, what=f"{self._name}.{name}"
-        )
+        if self._kind == "package":
+            value = self._connection.module_attribute(self, name)
+        else:
+            value = self._connection.request(
+                {"op": "getattr", "target": self._handle, "name": name}, {}, what=f"{self._name}.{name}"
+            )
         if isinstance(value, Remote) and value._kind in ("callable", "class", "package"):
             value._name = f"{self._name}.{name}"
         return value

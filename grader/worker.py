@@ -65,6 +65,8 @@ class Worker:
     def handle(self, request: dict[str, Any], tensors: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         encoder = self.protocol.Encoder(self._handle_of)
         try:
+            if "release_first" in request:
+                self.op_release({"keep": request["release_first"]}, None)
             op = request.get("op")
             method = getattr(self, f"op_{op}", None)
             if method is None:

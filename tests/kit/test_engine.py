@@ -256,6 +256,17 @@ def test_a_crash_fails_one_call_and_the_next_call_runs_on_a_fresh_worker(probe_s
     assert output.shape == (2, 6, 4) and probe_session.connection.generation == 2
 
 
+def test_a_tests_objects_are_dropped_after_it_but_modules_are_looked_up_once(probe_session):
+    connection, impl = probe_session.connection, probe_session.impl()
+    facts = impl.attention.facts
+    layer = impl.torch.nn.Linear(2, 2)  # lives in the worker, behind a handle
+    connection.release_all()  # what the impl fixture does after each test
+    assert impl.attention.facts is facts  # no second lookup
+    with pytest.raises(SubmissionFailure, match="no longer exists"):
+        layer(torch.zeros(2))  # the release went with this request
+    assert impl.attention.facts(["/"])["seen"] == {"/": True}
+
+
 def test_student_exceptions_name_the_file_and_line(tmp_path):
     (tmp_path / "attention.py").write_text("def attention(q, k, v, dropout=None, mask=None):\n    return 1 / 0\n")
     session = GradingSession.open(tmp_path, device="cpu")
