@@ -312,6 +312,13 @@ def test_capstone_trained_model_copies_fresh_sequences(impl, device):
     )
     exact = (decoded == src).all(dim=1)
     accuracy = exact.float().mean().item()
+    broke = next((step for step, loss in enumerate(losses, 1) if not math.isfinite(loss)), None)
+    if broke is not None and accuracy < THRESHOLD:
+        raise AssertionError(
+            f"the training loss was {losses[broke - 1]} at step {broke}, so training stopped: your Transformer copies "
+            f"{accuracy:.0%} of {N_TEST} fresh sequences (it needs {THRESHOLD:.0%}). Hint: a NaN usually comes from a "
+            "row of scores masked entirely (softmax of all -inf; can a position see itself?) or a division by zero."
+        )
     if accuracy < THRESHOLD:
         row = int(torch.nonzero(~exact)[0])
         first, last = sum(losses[:20]) / 20, sum(losses[-20:]) / 20
