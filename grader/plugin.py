@@ -140,6 +140,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.skip(reason=QUICK_SKIP))
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport | None:
+    """Under the `grader` command, a failed test's report without pytest's traceback.
+
+    The student sees the plugin's own message (`feedback`, attached as metadata); pytest would
+    still build and filter a traceback for every failure, a fifth of the time a stub takes to
+    grade, only for `--tb=no` to drop it. Skips, setup errors and plain pytest runs (the kit's
+    developers read tracebacks) keep pytest's own report, and so does any other exception.
+    """
+    error = call.excinfo.value if call.excinfo is not None else None
+    # AssertionError: a failed check, or SubmissionFailure (student code raised, crashed or is unfinished).
+    if call.when != "call" or not isinstance(error, AssertionError) or _prepared(item.config) is None:
+        return None
+    if item.get_closest_marker("xfail"):
+        return None
+    summary = f"{type(error).__name__}: {error}"[:MAX_MESSAGE_CHARS]
+    return pytest.TestReport(item.nodeid, item.location, {name: 1 for name in item.keywords}, "failed", summary,
+                             "call", [], call.duration, call.start, call.stop, user_properties=item.user_properties)
+
+
 def points_of(item: pytest.Item) -> float:
     marker = item.get_closest_marker("points")
     return float(marker.args[0]) if marker else 1.0

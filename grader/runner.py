@@ -130,6 +130,10 @@ def _arguments(selection: Selection, quick: bool) -> list[str]:
         "-p", "no:cacheprovider",
         "-p", "no:unraisableexception",
         "-p", "no:threadexception",
+        # Trusted tests do not log, and nothing reads captured logs or streams: capturing them
+        # for every test (pytest and the JSON report each do) is pure overhead.
+        "-p", "no:logging",
+        "--json-report-omit", "log", "streams",
         "-q",
         # Feedback is the plugin's own message per test; pytest's source-annotated tracebacks
         # are never shown and cost over 10 s when every test of a stub fails.
