@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 # itself, so that the two imports (about a second each) run side by side.
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Limits:
     """What one worker may use. Per-call time is enforced here; the rest by rlimits in the worker."""
