@@ -34,7 +34,7 @@ def train_copy(
     """Teacher-forced training on copying: predict [s1..sL] from [START, s1..s(L-1)] and the source.
 
     Stops early once the mean loss of the last `window` steps is under `stop_below`: the model has
-    learned the task by then (the reference gets there in about 220 of 800 steps), and whether it
+    learned the task by then (the reference gets under 0.05 in about 160 of 800 steps), and whether it
     really copies is judged afterwards, on fresh sequences, by the trusted side. Stops at once on a
     loss that is not a number: the weights are then NaN too, and no further step can mend them.
     """

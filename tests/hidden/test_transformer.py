@@ -283,11 +283,12 @@ def test_greedy_decode_agrees_with_the_reference(impl, ref, device, seed):
 
 # --- the capstone: it must learn ---------------------------------------------------------------
 
-# The kit's copy task (grader/capstone.py). With these settings the reference copies 100% of fresh sequences on
-# each of the training seeds 0-7, its loss falling under `stop_below` (training then stops) within about 220
-# steps; with nn.Embedding's default N(0, 1) init (scaled embeddings then drown the positions) a correct model
-# learns slower, trains all 800 steps and still copies 82-99% (97% on seed 0).
-COPY = {"vocab": 10, "length": 6, "steps": 800, "batch": 32, "lr": 3e-3, "stop_below": 0.01}
+# The kit's copy task (grader/capstone.py). With these settings the reference's loss falls under `stop_below` (mean
+# of 20 steps; training then stops) within 154-172 steps on each of the training seeds 0-7, and it copies 99.5-100%
+# of fresh sequences; a model that learns slower still clears the bar: with xavier init everywhere (194-284 steps)
+# 93.5-98%, with nn.Embedding's default N(0, 1) init (scaled embeddings then drown the positions; 516-775 steps)
+# 88.5-95% (93.5% on seed 0). A lower stop (0.01) costs the reference 50 more steps and copies no better.
+COPY = {"vocab": 10, "length": 6, "steps": 800, "batch": 32, "lr": 3e-3, "stop_below": 0.05}
 SIZES = {"d_model": 16, "n_heads": 2, "n_layers": 2, "d_ff": 64, "dropout": 0.0, "max_seq_len": 16}
 TRAIN_SEED, TEST_SEED, N_TEST = 0, 12345, 200
 THRESHOLD = 0.8
