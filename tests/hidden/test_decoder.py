@@ -6,13 +6,22 @@ the computation. Expected values are the float64 golden of the reference; each t
 how far the float32 reference lands from it on the same inputs.
 """
 
-import copy
 
 import pytest
 import torch
 
 from grader.remote import SubmissionFailure
-from grader.testing import assert_close, backward, describe, expect_tensor, load_parameters, random_keep_mask, tolerance
+from grader.testing import (
+    assert_close,
+    backward,
+    describe,
+    expect_tensor,
+    float64,
+    golden,
+    load_parameters,
+    random_keep_mask,
+    tolerance,
+)
 
 D_MODEL, N_HEADS, D_FF, MAX_SEQ_LEN = 16, 4, 32, 12
 T_TGT, T_SRC = 8, 6
@@ -49,7 +58,7 @@ def run(m, *args, hint=LAYER):
 
 
 def check_golden(m, r, x, memory, src_mask=None, tgt_mask=None, *, name="Decoder output", hint=LAYER):
-    want = copy.deepcopy(r).double()(x.double(), memory.double(), src_mask, tgt_mask)
+    want = golden(r, x, memory, src_mask, tgt_mask)
     atol = tolerance(r(x.float(), memory.float(), src_mask, tgt_mask), want)
     out = run(m, x, memory, src_mask, tgt_mask, hint=hint)
     assert_close(out, want.to(x.dtype), atol=atol, name=name, hint=hint + ".")
@@ -269,29 +278,30 @@ def test_every_parameter_and_the_memory_get_the_golden_gradient(impl, ref, devic
     def leaves(dtype):  # fresh leaf tensors for each run, so no gradient is shared between them
         return x.to(dtype).clone().requires_grad_(True), memory.to(dtype).clone().requires_grad_(True), src_mask
 
-    golden = backward(copy.deepcopy(r).double(), *leaves(torch.float64), grad_output=grad_output.double())
+    with float64(r):
+        golden_grads = backward(r, *leaves(torch.float64), grad_output=grad_output.double())
     ref32 = backward(r, *leaves(torch.float32), grad_output=grad_output)
     try:
         got = backward(m, *leaves(torch.float32), grad_output=grad_output)
     except SubmissionFailure as failure:
         raise type(failure)(f"{failure} Hint: {LAYER}.") from None
-    absent = [name for name in golden.parameters if name not in got.parameters]
+    absent = [name for name in golden_grads.parameters if name not in got.parameters]
     assert not absent, (
         f"Decoder has no parameter {absent[:3]} to take a gradient: every layer needs its own weights, "
         "a new layer object for each."
     )
-    unused = [name for name in golden.parameters if got.parameters[name] is None]
+    unused = [name for name in golden_grads.parameters if got.parameters[name] is None]
     assert not unused, (
         f"no gradient reached {unused[:3]}: that part of the module is never used in forward. Hint: " + LAYER + "; "
         "each residual connection wraps its own sublayer."
     )
-    for name, want in golden.parameters.items():
+    for name, want in golden_grads.parameters.items():
         assert_close(got.parameters[name], want.float(), atol=tolerance(ref32.parameters[name], want),
                      name=f"gradient of {name}", hint="the gradients follow the forward pass: " + LAYER + ".")
     for i, what in enumerate(("x", "memory")):
         grad = got.inputs[i] if len(got.inputs) > i else None
         assert grad is not None, f"no gradient reached the input {what}: do not detach it"
-        assert_close(grad, golden.inputs[i].float(), atol=tolerance(ref32.inputs[i], golden.inputs[i]),
+        assert_close(grad, golden_grads.inputs[i].float(), atol=tolerance(ref32.inputs[i], golden_grads.inputs[i]),
                      name=f"gradient of the input {what}")
 
 

@@ -6,13 +6,12 @@ float64 golden of the reference; each tolerance comes from how far the float32 r
 it on the same inputs.
 """
 
-import copy
 
 import pytest
 import torch
 
 from grader.remote import SubmissionFailure
-from grader.testing import assert_close, backward, describe, expect_tensor, load_parameters, tolerance
+from grader.testing import assert_close, backward, describe, expect_tensor, float64, golden, load_parameters, tolerance
 
 D_MODEL, N_HEADS, D_FF = 16, 4, 32
 LAYER = ("in EncoderLayer, x = self.residual1(x, lambda y: self.self_attn(y, y, y, mask)), then "
@@ -46,7 +45,7 @@ def run(m, *args, hint=LAYER):
 
 
 def check_golden(m, r, x, mask=None, *, name="Encoder output", hint=LAYER):
-    want = copy.deepcopy(r).double()(x.double(), mask)
+    want = golden(r, x, mask)
     atol = tolerance(r(x.float(), mask), want)
     assert_close(run(m, x, mask, hint=hint), want.to(x.dtype), atol=atol, name=name, hint=hint + ".")
 
@@ -178,28 +177,28 @@ def test_every_parameter_gets_the_golden_gradient(impl, ref, device, seed):
     x = torch.randn(2, 7, D_MODEL, device=device)
     mask = padding([7, 5], 7, device)
     grad_output = torch.randn(2, 7, D_MODEL, device=device)
-    golden = backward(copy.deepcopy(r).double(), x.double().requires_grad_(True), mask,
-                      grad_output=grad_output.double())
+    with float64(r):
+        golden_grads = backward(r, x.double().requires_grad_(True), mask, grad_output=grad_output.double())
     ref32 = backward(r, x.clone().requires_grad_(True), mask, grad_output=grad_output)
     try:
         got = backward(m, x.clone().requires_grad_(True), mask, grad_output=grad_output)
     except SubmissionFailure as failure:
         raise type(failure)(f"{failure} Hint: {LAYER}.") from None
-    absent = [name for name in golden.parameters if name not in got.parameters]
+    absent = [name for name in golden_grads.parameters if name not in got.parameters]
     assert not absent, (
         f"Encoder has no parameter {absent[:3]} to take a gradient: every layer needs its own weights, "
         "a new layer object for each."
     )
-    unused = [name for name in golden.parameters if got.parameters[name] is None]
+    unused = [name for name in golden_grads.parameters if got.parameters[name] is None]
     assert not unused, (
         f"no gradient reached {unused[:3]}: that part of the module is never used in forward. Hint: " + LAYER + "; "
         "each residual connection wraps its own sublayer."
     )
-    for name, want in golden.parameters.items():
+    for name, want in golden_grads.parameters.items():
         assert_close(got.parameters[name], want.float(), atol=tolerance(ref32.parameters[name], want),
                      name=f"gradient of {name}", hint="the gradients follow the forward pass: " + LAYER + ".")
     assert got.inputs and got.inputs[0] is not None, "no gradient reached the input x: do not detach it"
-    assert_close(got.inputs[0], golden.inputs[0].float(), atol=tolerance(ref32.inputs[0], golden.inputs[0]),
+    assert_close(got.inputs[0], golden_grads.inputs[0].float(), atol=tolerance(ref32.inputs[0], golden_grads.inputs[0]),
                  name="gradient of the input x")
 
 

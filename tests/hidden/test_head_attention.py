@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from grader.remote import SubmissionFailure
-from grader.testing import assert_close, backward, describe, expect_tensor, load_parameters, tolerance
+from grader.testing import assert_close, backward, describe, expect_tensor, float64, golden, load_parameters, tolerance
 
 N_EMBD, HEAD_SIZE, BLOCK_SIZE = 24, 6, 10  # head_size != n_embd on purpose
 
@@ -35,8 +35,7 @@ def call(m, x, hint=""):
 
 def check_golden(m, r, x, *, name="output", hint=""):
     """The submission's m(x) against the float64 golden of r, with a tolerance derived from r in float32."""
-    golden = copy.deepcopy(r).double()
-    want = golden(x.double())
+    want = golden(r, x)
     atol = tolerance(r(x.float()), want)
     assert_close(call(m, x, hint), want.to(x.dtype), atol=atol, name=name, hint=hint)
 
@@ -156,14 +155,14 @@ def test_gradients_match_golden(impl, ref, device, seed):
     m, r = pair(impl, ref, device)
     x = torch.randn(2, 7, N_EMBD, device=device, requires_grad=True)
     grad_output = torch.randn(2, 7, HEAD_SIZE, device=device)
-    golden = backward(copy.deepcopy(r).double(), x.detach().double().requires_grad_(True),
-                      grad_output=grad_output.double())
+    with float64(r):
+        golden_grads = backward(r, x.detach().double().requires_grad_(True), grad_output=grad_output.double())
     ref32 = backward(r, x, grad_output=grad_output)
     got = backward(m, x, grad_output=grad_output)
-    for name, want in golden.parameters.items():
+    for name, want in golden_grads.parameters.items():
         grad = got.parameters.get(name)
         assert grad is not None, f"no gradient reached {name}: keep the computation in torch, without .detach()"
         assert_close(grad, want.float(), atol=tolerance(ref32.parameters[name], want), name=f"gradient of {name}")
     assert got.inputs and got.inputs[0] is not None, "no gradient reached x: do not detach it"
-    assert_close(got.inputs[0], golden.inputs[0].float(), atol=tolerance(ref32.inputs[0], golden.inputs[0]),
+    assert_close(got.inputs[0], golden_grads.inputs[0].float(), atol=tolerance(ref32.inputs[0], golden_grads.inputs[0]),
                  name="gradient of x")

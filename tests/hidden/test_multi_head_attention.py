@@ -13,7 +13,17 @@ import pytest
 import torch
 
 from grader.remote import SubmissionFailure
-from grader.testing import assert_close, backward, describe, expect_tensor, load_parameters, random_keep_mask, tolerance
+from grader.testing import (
+    assert_close,
+    backward,
+    describe,
+    expect_tensor,
+    float64,
+    golden,
+    load_parameters,
+    random_keep_mask,
+    tolerance,
+)
 
 DIM, N_HEADS, MAX_SEQ_LEN = 16, 4, 16
 HEAD_DIM = DIM // N_HEADS
@@ -40,8 +50,7 @@ def attend(m, *args, hint="", **kwargs):
 
 def check_golden(m, r, q, k, v, mask=None, *, name="output", hint=""):
     """m(q, k, v, mask) against the float64 golden of r, with a tolerance derived from r in float32."""
-    golden = copy.deepcopy(r).double()
-    want = golden(q.double(), k.double(), v.double(), mask)
+    want = golden(r, q, k, v, mask)
     if bool(want.isnan().any()):
         raise RuntimeError("the grader's own test is broken: a row of its mask blocks every key")
     atol = tolerance(r(q.float(), k.float(), v.float(), mask), want)
@@ -293,13 +302,14 @@ def test_every_parameter_gets_the_golden_gradient(impl, ref, device, seed):
         return [x.detach().to(dtype).requires_grad_(True) for _ in range(3)]  # q, k, v: three separate inputs
 
     grad_output = torch.randn(2, 7, DIM, device=device)
-    golden = backward(copy.deepcopy(r).double(), *leaves(torch.float64), grad_output=grad_output.double())
+    with float64(r):
+        golden_grads = backward(r, *leaves(torch.float64), grad_output=grad_output.double())
     ref32 = backward(r, *leaves(torch.float32), grad_output=grad_output)
     got = backward(m, *leaves(torch.float32), grad_output=grad_output)
-    for name, want in golden.parameters.items():
+    for name, want in golden_grads.parameters.items():
         grad = got.parameters.get(name)
         assert grad is not None, f"no gradient reached {name}: use it in forward, without .detach() or torch.no_grad()"
         assert_close(grad, want.float(), atol=tolerance(ref32.parameters[name], want), name=f"gradient of {name}")
-    for name, grad, want, ref_grad in zip("qkv", got.inputs, golden.inputs, ref32.inputs, strict=True):
+    for name, grad, want, ref_grad in zip("qkv", got.inputs, golden_grads.inputs, ref32.inputs, strict=True):
         assert grad is not None, f"no gradient reached the input {name}: do not detach it"
         assert_close(grad, want.float(), atol=tolerance(ref_grad, want), name=f"gradient of the input {name}")

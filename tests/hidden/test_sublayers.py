@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from grader.remote import SubmissionFailure
-from grader.testing import assert_close, backward, describe, expect_tensor, load_parameters, tolerance
+from grader.testing import assert_close, backward, describe, expect_tensor, golden, load_parameters, tolerance
 
 D_MODEL, D_FF = 16, 32
 PRE_NORM = "return x + self.dropout(sublayer(self.norm(x))): normalise, apply the sublayer, drop, add x"
@@ -60,7 +60,7 @@ def run(module, *args, what, hint=""):
 def check_golden(m, r, x, *sublayer, what, name="output", hint=""):
     """m(x, *sublayer) against the float64 golden of r(x, *sublayer) (a local sublayer is copied to float64)."""
     doubled = [copy.deepcopy(s).double() if isinstance(s, torch.nn.Module) else s for s in sublayer[1:]]
-    want = copy.deepcopy(r).double()(x.double(), *doubled)
+    want = golden(r, x, *doubled)
     atol = tolerance(r(x.float(), *sublayer[1:]), want)
     out = run(m, x, *sublayer[:1], what=what, hint=hint)
     assert_close(out, want.to(x.dtype), atol=atol, name=f"{what} {name}", hint=hint)

@@ -6,7 +6,6 @@ values are float64 (the reference's golden copy); each tolerance comes from how 
 lands from them on the same inputs. (PYTEST_DONT_REWRITE: the messages below are the whole feedback.)
 """
 
-import copy
 import math
 
 import pytest
@@ -14,7 +13,7 @@ import torch
 
 from grader.capstone import FIRST_DATA_TOKEN, START, copy_batch
 from grader.remote import SubmissionFailure
-from grader.testing import assert_close, backward, describe, expect_tensor, load_parameters, tolerance
+from grader.testing import assert_close, backward, describe, expect_tensor, float64, golden, load_parameters, tolerance
 
 SRC_VOCAB, TGT_VOCAB, D_MODEL, N_HEADS, N_LAYERS, D_FF, MAX_SEQ_LEN = 11, 13, 32, 4, 2, 64, 24
 
@@ -65,11 +64,9 @@ def call(m, method, *args, hint="", **kwargs):
 
 def check_golden(m, r, method, *args, name, hint, **kwargs):
     """m.method(*args) against the float64 golden of r, with a tolerance derived from r in float32."""
-    golden = copy.deepcopy(r).double()
-    double = [a.double() if a.is_floating_point() else a for a in args]
-    want = (golden if method == "forward" else getattr(golden, method))(*double, **kwargs)
-    got_ref = (r if method == "forward" else getattr(r, method))(*args, **kwargs)
-    atol = tolerance(got_ref, want)
+    fn = r if method == "forward" else getattr(r, method)
+    want = golden(fn, *args, **kwargs)
+    atol = tolerance(fn(*args, **kwargs), want)
     dtype = next((a.dtype for a in args if a.is_floating_point()), torch.float32)
     assert_close(call(m, method, *args, hint=hint, **kwargs), want.to(dtype), atol=atol, name=name, hint=hint)
 
@@ -156,7 +153,6 @@ def test_float64_in_float64_out(impl, ref, device, seed):
     m, r = pair(impl, ref, device)
     m.to(torch.float64)
     src, tgt = tokens(SRC_VOCAB, 2, 7, device), tokens(TGT_VOCAB, 2, 5, device)
-    golden = copy.deepcopy(r).double()
     logits = call(m, "forward", src, tgt)
     assert logits.dtype == torch.float64, (
         f"a Transformer converted with .double() returned logits of dtype {logits.dtype}, expected torch.float64. "
@@ -164,7 +160,7 @@ def test_float64_in_float64_out(impl, ref, device, seed):
     )
     # Float32 steps inside a float64 model are allowed (the course notes take the softmax in float32):
     # the logits must be as close as the float32 reference gets, and of dtype float64.
-    want = golden(src, tgt)
+    want = golden(r, src, tgt)
     assert_close(logits, want, atol=tolerance(r(src, tgt), want), name="float64 logits",
                  hint="if the float32 forward case passes, look for a computation done in float32 on the way.")
 
@@ -184,15 +180,14 @@ def test_eval_mode_switches_dropout_off(impl, ref, device, seed):
 def test_embeddings_are_scaled_by_sqrt_d_model(impl, ref, device, seed):
     m, r = pair(impl, ref, device)
     src = tokens(SRC_VOCAB, 2, 7, device)
-    golden = copy.deepcopy(r).double()
-    want = golden.encode(src)
+    want = golden(r.encode, src)
     got = call(m, "encode", src)
     hint = ("encode and decode multiply the embeddings by math.sqrt(d_model) BEFORE adding the positions: with "
             "embeddings of std 1/sqrt(d_model) both then have size about 1 and neither drowns the other.")
-    with torch.no_grad():
+    with torch.no_grad(), float64(r):
         for scale, mistake in ((1.0, "not scaled at all"), (float(D_MODEL), "scaled by d_model, not sqrt(d_model)")):
-            x = golden.pos(golden.src_embed(src) * scale)
-            if torch.allclose(got.double(), golden.encoder(x), atol=1e-4):
+            x = r.pos(r.src_embed(src) * scale)
+            if torch.allclose(got.double(), r.encoder(x), atol=1e-4):
                 hint = f"your embeddings are {mistake}. " + hint
     assert_close(got, want.float(), atol=tolerance(r.encode(src), want), name="encode(src)", hint=hint)
 
@@ -220,10 +215,11 @@ def test_every_parameter_gets_the_golden_gradient(impl, ref, device, seed):
     m, r = pair(impl, ref, device)
     src, tgt = tokens(SRC_VOCAB, 2, 7, device), tokens(TGT_VOCAB, 2, 5, device)
     grad_output = torch.randn(2, 5, TGT_VOCAB, device=device)
-    golden = backward(copy.deepcopy(r).double(), src, tgt, grad_output=grad_output.double())
+    with float64(r):
+        golden_grads = backward(r, src, tgt, grad_output=grad_output.double())
     ref32 = backward(r, src, tgt, grad_output=grad_output)
     got = backward(m, src, tgt, grad_output=grad_output)
-    for name, want in golden.parameters.items():
+    for name, want in golden_grads.parameters.items():
         grad = got.parameters.get(name)
         assert grad is not None, f"no gradient reached {name}: use it in forward, without .detach() or torch.no_grad()"
         assert_close(grad, want.float(), atol=tolerance(ref32.parameters[name], want), name=f"gradient of {name}",
@@ -265,10 +261,9 @@ def test_greedy_decode_agrees_with_the_reference(impl, ref, device, seed):
     if torch.equal(ys.cpu(), want.cpu()):
         return
     # Where the two differ, accept only a near-tie of the golden model's logits.
-    golden = copy.deepcopy(r).double()
-    with torch.no_grad():
+    with torch.no_grad(), float64(r):
         for t in range(1, ys.size(1)):
-            logits = golden(src, ys[:, :t].to(device))[:, -1]  # (B, tgt_vocab)
+            logits = r(src, ys[:, :t].to(device))[:, -1]  # (B, tgt_vocab), in float64
             chosen = logits.gather(-1, ys[:, t : t + 1].to(device)).squeeze(-1)
             gap = logits.max(dim=-1).values - chosen
             if bool((gap > 1e-4).any()):

@@ -3,6 +3,7 @@ atomic reports, and a worker that survives crashes and cannot see the kit."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -24,6 +25,7 @@ from grader.scoring import score
 from grader.selection import UsageError, select
 from grader.session import GradingSession
 from grader.submission import SubmissionInputError, load
+from grader.testing import backward, float64, golden
 
 REPO = Path(__file__).resolve().parents[2]
 needs_bwrap = pytest.mark.skipif(bwrap_problem() is not None, reason=f"no sandbox here: {bwrap_problem()}")
@@ -54,6 +56,23 @@ def test_values_survive_the_round_trip_exactly():
     assert back["nums"] == [1, 2.5, math.inf, None, True, "s"] and back["mask"].dtype == torch.bool
     nan = roundtrip(float("nan"))
     assert math.isnan(nan)
+
+
+def test_a_float64_golden_equals_a_float64_copy_and_leaves_the_reference_as_it_was():
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.LayerNorm(3))
+    parameters, before = list(module.parameters()), copy.deepcopy(module.state_dict())
+    copy64, x, grad_output = copy.deepcopy(module).double(), torch.randn(2, 4), torch.randn(2, 3).double()
+    assert torch.equal(golden(module, x), copy64(x.double()))
+    with float64(module):
+        got = backward(module, x.double(), grad_output=grad_output)
+    want = backward(copy64, x.double(), grad_output=grad_output)
+    assert all(g.dtype == torch.float64 and torch.equal(g, want.parameters[n]) for n, g in got.parameters.items())
+    assert list(module.parameters()) == parameters and all(p.grad is None for p in parameters)
+    after = module.state_dict()
+    assert all(after[k].dtype == torch.float32 and torch.equal(after[k], v) for k, v in before.items())
+    with pytest.raises(ValueError, match="float32 module"), float64(copy64):
+        pass
 
 
 def test_tensor_subclasses_are_refused_at_the_boundary():
