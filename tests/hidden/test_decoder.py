@@ -6,7 +6,6 @@ the computation. Expected values are the float64 golden of the reference; each t
 how far the float32 reference lands from it on the same inputs.
 """
 
-
 import pytest
 import torch
 

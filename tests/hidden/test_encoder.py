@@ -6,7 +6,6 @@ float64 golden of the reference; each tolerance comes from how far the float32 r
 it on the same inputs.
 """
 
-
 import pytest
 import torch
 
