@@ -37,8 +37,8 @@ def backward(
     Returns the value, the gradients of the input tensors that require grad (in order), and those
     of the parameters when `fn` is a module or one of its bound methods.
     """
-    module = fn if isinstance(fn, torch.nn.Module) else getattr(fn, "__self__", None)
-    parameters = dict(module.named_parameters()) if isinstance(module, torch.nn.Module) else {}
+    module = module_of(fn)
+    parameters = dict(module.named_parameters()) if module is not None else {}
     for p in parameters.values():
         p.grad = None
     leaves = [t for t in tensors_in((args, kwargs)) if t.requires_grad]
@@ -56,6 +56,12 @@ def backward(
         "input_grads": [leaf.grad for leaf in leaves],
         "param_grads": {name: p.grad for name, p in parameters.items()},
     }
+
+
+def module_of(fn: Callable[..., Any]) -> torch.nn.Module | None:
+    """The module `fn` is, or whose bound method it is; None for anything else."""
+    module = fn if isinstance(fn, torch.nn.Module) else getattr(fn, "__self__", None)
+    return module if isinstance(module, torch.nn.Module) else None
 
 
 def tensors_in(value: Any) -> list[torch.Tensor]:

@@ -245,8 +245,8 @@ def golden(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
     A reference module, or a method of one, runs in float64 too (see `float64`).
     """
-    module = fn if isinstance(fn, torch.nn.Module) else getattr(fn, "__self__", None)
-    with float64(module) if isinstance(module, torch.nn.Module) else contextlib.nullcontext():
+    module = instrument.module_of(fn)
+    with float64(module) if module is not None else contextlib.nullcontext():
         return fn(*_to_double(args), **_to_double(kwargs))
 
 
