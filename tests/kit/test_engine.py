@@ -68,7 +68,8 @@ def test_a_float64_golden_equals_a_float64_copy_and_leaves_the_reference_as_it_w
         got = backward(module, x.double(), grad_output=grad_output)
     want = backward(copy64, x.double(), grad_output=grad_output)
     assert all(g.dtype == torch.float64 and torch.equal(g, want.parameters[n]) for n, g in got.parameters.items())
-    assert list(module.parameters()) == parameters and all(p.grad is None for p in parameters)
+    assert all(a is b for a, b in zip(module.parameters(), parameters, strict=True))
+    assert all(p.grad is None for p in parameters)
     after = module.state_dict()
     assert all(after[k].dtype == torch.float32 and torch.equal(after[k], v) for k, v in before.items())
     with pytest.raises(ValueError, match="float32 module"), float64(copy64):
