@@ -2,11 +2,22 @@
 
 A sandbox holds a `zygote` that imported torch once and forks a fresh worker whenever one is
 needed (at the start, and after every crash), so a worker starts in milliseconds; a batch reuses
-one sandbox for many submissions, one after another. With bubblewrap the sandbox sees only the
-Python installation, a read-only copy of the submission and a private /tmp: no network, no kit
-files, its own PID namespace (so no process it starts can outlive it). Without bubblewrap it runs
-with resource limits in a fresh temporary folder, and this process becomes a child subreaper so
-that even children that called setsid() come back to us to be killed.
+one sandbox for many submissions, one after another, and proves it clean from the outside in
+between (`Zygote.recycle`).
+
+With bubblewrap the sandbox runs as uid/gid 65534 in its own user namespace with no capabilities,
+whoever starts it (root included). It sees, read-only, only the Python installation and a copy of
+the submission; / and /dev are read-only; its only writable places are /tmp and /dev/shm, tmpfs
+mounts capped together at `Limits.scratch_bytes`. No network, no kit files, its own PID namespace
+(so no process it starts can outlive it). Each worker is further confined by a seccomp filter
+(`confine`): no new processes, no ptrace, no signals to others, no mounts, no sockets. A self-test
+at start proves on this machine that the sandbox refuses what it must; a sandbox that fails it is
+not used. Without bubblewrap it runs with resource limits (and the seccomp filter where libseccomp
+exists) in a private scratch folder, and this process becomes a child subreaper so that even
+children that called setsid() come back to us to be killed.
+
+Process trees are found and killed here, in the trusted process, from the host's view of the
+processes (psutil), never from anything the sandbox reports or mounts.
 """
 
 from __future__ import annotations
@@ -22,6 +33,7 @@ import shutil
 import signal
 import site
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -29,6 +41,8 @@ import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import psutil
 
 from . import processes
 
@@ -49,33 +63,48 @@ class Limits:
     cpu_seconds: int = 1800
     file_size_bytes: int = 64 * 2**20
     output_bytes: int = 64 * 1024
+    scratch_bytes: int = 256 * 2**20  # /tmp and /dev/shm together, in the bubblewrap tier
+    tasks: int = 256  # threads of the sandbox's uid, in the bubblewrap tier when the grader is not root
+    health_timeout_s: float = 10.0  # for the zygote to answer between two submissions
 
     @classmethod
     def from_environment(cls) -> Limits:
-        """Defaults, overridden by GRADER_MEMORY_LIMIT_MB and GRADER_CALL_TIMEOUT_S where set."""
+        """Defaults, overridden by GRADER_MEMORY_LIMIT_MB, GRADER_CALL_TIMEOUT_S and GRADER_SCRATCH_MB where set."""
         limits = cls()
         memory = os.environ.get("GRADER_MEMORY_LIMIT_MB")
         timeout = os.environ.get("GRADER_CALL_TIMEOUT_S")
+        scratch = os.environ.get("GRADER_SCRATCH_MB")
         try:
             if memory:
                 limits = dataclasses.replace(limits, memory_bytes=int(memory) * 2**20)
             if timeout:
                 limits = dataclasses.replace(limits, call_timeout_s=float(timeout))
+            if scratch:
+                limits = dataclasses.replace(limits, scratch_bytes=int(scratch) * 2**20)
         except ValueError:
             raise ValueError(
-                "GRADER_MEMORY_LIMIT_MB must be a whole number of MiB and GRADER_CALL_TIMEOUT_S a number of seconds"
+                "GRADER_MEMORY_LIMIT_MB and GRADER_SCRATCH_MB must be whole numbers of MiB and GRADER_CALL_TIMEOUT_S"
+                " a number of seconds"
             ) from None
+        if limits.scratch_bytes < 2**20:
+            raise ValueError("GRADER_SCRATCH_MB must be at least 1")
         return limits
 
-    def rlimits(self) -> dict[str, int]:
+    def rlimits(self, *, isolated: bool) -> dict[str, int]:
         # RLIMIT_DATA rather than RLIMIT_AS: torch (and CUDA above all) reserves far more address
-        # space than it ever touches, while DATA counts the private writable memory actually mapped.
-        return {
+        # space than it ever touches, while DATA counts the private writable memory actually mapped;
+        # thread stacks count too, so it also bounds how many threads a worker can hold.
+        limits = {
             "RLIMIT_DATA": self.memory_bytes,
             "RLIMIT_CPU": self.cpu_seconds,
             "RLIMIT_FSIZE": self.file_size_bytes,
             "RLIMIT_CORE": 0,
         }
+        if isolated:
+            # Counted per uid of the sandbox's own user namespace. The kernel does not enforce it
+            # where that uid is root outside (a grader run as root); the memory limit bounds threads there.
+            limits["RLIMIT_NPROC"] = self.tasks
+        return limits
 
 
 class WorkerGone(Exception):
@@ -87,7 +116,14 @@ class WorkerTimeout(Exception):
 
 
 class WorkerStartError(RuntimeError):
-    """The worker never came up: a problem with the kit or this machine, not with the submission."""
+    """The worker or its sandbox never came up or broke down: a problem with the kit or this machine."""
+
+
+class SandboxUnsafe(WorkerStartError):
+    """The sandbox came up but its self-test shows that it does not hold on this machine."""
+
+
+SANDBOX_UID = 65534  # "nobody" inside the sandbox's own user namespace
 
 
 @functools.cache
@@ -95,17 +131,38 @@ def bwrap_problem() -> str | None:
     """None when bubblewrap can sandbox here, else why not (for a one-line warning)."""
     if os.environ.get("GRADER_SANDBOX", "auto") == "none":
         return "GRADER_SANDBOX=none is set"
-    path = shutil.which("bwrap")
+    if _unsafe_sandbox:
+        return _unsafe_sandbox[-1]
+    path = os.environ.get("GRADER_BWRAP") or shutil.which("bwrap")
     if path is None:
         return "bubblewrap (bwrap) is not installed; install it with `apt-get install bubblewrap`"
-    probe = subprocess.run(
-        [path, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "true"],
-        capture_output=True, text=True, timeout=30,
-    )
+    try:
+        probe = subprocess.run(
+            [path, *_namespaces(), "--ro-bind", "/", "/", "--proc", "/proc", "--size", str(2**20), "--tmpfs", "/tmp",
+             "true"],
+            capture_output=True, text=True, timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError) as error:
+        return f"bubblewrap cannot run here ({error})"
     if probe.returncode != 0:
         reason = (probe.stderr.strip().splitlines() or ["unknown error"])[-1]
         return f"bubblewrap cannot create a sandbox on this machine ({reason})"
     return None
+
+
+_unsafe_sandbox: list[str] = []  # why a started sandbox failed its self-test, once it has
+
+
+def mark_unsafe(reason: str) -> None:
+    """A bubblewrap sandbox failed its self-test: from now on this process grades without it, and says why."""
+    _unsafe_sandbox.append(reason)
+    bwrap_problem.cache_clear()
+
+
+def _namespaces() -> list[str]:
+    """Every namespace, and inside them an unprivileged uid/gid with no capability, whoever we are."""
+    return ["--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+            "--cap-drop", "ALL", "--die-with-parent", "--new-session"]
 
 
 class OutputTail:
@@ -141,8 +198,10 @@ class Zygote:
 
     It serves one submission at a time: `connect(submission)` stages the submission's files (the
     sandbox sees them read-only at /sandbox/exercises) and hands the zygote a new client
-    connection; when that connection closes, the zygote kills whatever the submission left running
-    and empties its scratch folders before it accepts the next one.
+    connection. Before it hands over the next submission, `recycle` proves the sandbox clean from
+    here: every process of the sandbox but the zygote killed, the scratch folders emptied, the
+    zygote running and answering within a deadline; otherwise connect raises WorkerStartError and
+    the caller starts a fresh sandbox.
     """
 
     def __init__(self, *, device: str, limits: Limits, isolate: bool) -> None:
@@ -150,20 +209,25 @@ class Zygote:
 
         self.limits = limits
         self.isolated = isolate
-        self.stage = Path(tempfile.mkdtemp(prefix="grader-"))
+        self.stage = Path(tempfile.mkdtemp(prefix="grader-", dir=os.environ.get("GRADER_STAGE_DIR") or None))
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - the zygote writes here until close()
         self._busy = False  # a client was handed over and may not be finished yet
         self._requests = 0
+        self._replies: dict[int, dict[str, Any]] = {}
+        self._self_tested = False
+        self._zygote: psutil.Process | None = None
         global _subreaper_since
-        if _subreaper_since is None:
-            _subreaper_since = processes.become_subreaper()
+        if _subreaper_since is None and processes.become_subreaper():
+            _subreaper_since = time.time()
         submission.stage_worker(self.stage)
+        # Without bubblewrap the scratch folder is a private folder of the stage (not size-capped).
+        self._scratch = self.stage / "scratch"
+        self._scratch.mkdir(mode=0o700)
         self._control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         config = {
             "control_fd": theirs.fileno(),
             "paths": ["/sandbox" if isolate else str(self.stage), *_python_paths()],
-            # Inside bubblewrap these are the sandbox's own tmpfs; without it there is nothing to empty.
-            "scratch": ["/tmp", "/dev/shm"] if isolate else [],
+            "confine": True,
         }
         bootstrap = (
             "import json, sys; config = json.loads(sys.argv[1]); sys.path[:0] = config['paths']; "
@@ -171,30 +235,32 @@ class Zygote:
         )
         command = [sys.executable, "-I", "-S", "-c", bootstrap, json.dumps(config)]
         if isolate:
-            command = [*_bwrap_command(self.stage, device), *command]
+            command = [*_bwrap_command(self.stage, device, limits), *command]
         self.process = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=self._log,
             pass_fds=(theirs.fileno(),),
-            cwd=str(self.stage),
-            env=_worker_environment(),
+            cwd=str(self.stage if isolate else self._scratch),
+            env=_worker_environment(None if isolate else self._scratch),
             preexec_fn=_die_with_parent,
         )
         _started_by_us.add(self.process.pid)
         theirs.close()
 
     def alive(self) -> bool:
-        return self.process.returncode is None and processes.alive(self.process.pid)
+        return self.process.poll() is None
 
     def connect(self, submission: Any) -> Client:
         """Stage `submission` (a submission.Submission) and open a client connection for it."""
         from . import submission as submissions
         from .selection import kit_root
 
+        if not self._self_tested:
+            self._check_self_test()
         if self._busy:
-            self._sync()
+            self.recycle()
         submissions.stage_exercises(submission, kit_root=kit_root(), into=self.stage)
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
@@ -207,14 +273,68 @@ class Zygote:
         self._busy = True
         return Client(mine, self)
 
-    def _sync(self) -> None:
-        """Wait until the zygote has finished the previous client and cleaned up after it."""
-        self._requests += 1
-        reply = _request(self._control, {"op": "sync", "id": self._requests}, self._requests, {},
-                         timeout_s=self.limits.start_timeout_s)
+    def _check_self_test(self) -> None:
+        """Wait for the zygote's self-test (its first message); refuse the sandbox if anything was allowed."""
+        reply = _request(self._control, None, 0, self._replies, timeout_s=self.limits.start_timeout_s)
         if reply is None:
-            raise WorkerStartError(f"the sandbox did not become ready: {self.problem()}")
+            raise WorkerStartError(f"the sandbox did not start: {self.problem()}")
+        outcomes = reply.get("self_test")
+        if not isinstance(outcomes, dict) or not outcomes:
+            raise WorkerStartError(f"the sandbox sent no self-test: {self.problem()}")
+        allowed = sorted(str(what) for what, outcome in outcomes.items() if str(outcome).startswith("ALLOWED"))
+        self.self_test = {str(k): str(v) for k, v in outcomes.items()}
+        self._self_tested = True
+        if allowed and self.isolated:
+            raise SandboxUnsafe(f"the bubblewrap sandbox failed its self-test on this machine: it allowed a worker to "
+                                f"{'; '.join(allowed)}")
+
+    def recycle(self) -> None:
+        """Make the sandbox clean for the next submission, checked from here; WorkerStartError when it cannot be."""
+        self._requests += 1
+        if not self.alive():
+            raise WorkerStartError(f"the sandbox is gone: {self.problem()}")
+        zygote = self._zygote_process()
+        if zygote.status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP):
+            raise WorkerStartError("the sandbox's zygote was stopped")
+        # The zygote answers once it has finished the previous client and killed its workers.
+        reply = _request(self._control, {"op": "sync", "id": self._requests}, self._requests, self._replies,
+                         timeout_s=self.limits.health_timeout_s)
+        if reply is None:
+            raise WorkerStartError(f"the sandbox's zygote did not answer within {self.limits.health_timeout_s:g} s")
+        # Whatever the zygote says, every other process of the sandbox dies here, found from our own /proc.
+        spare = {self.process.pid, zygote.pid, *(p.pid for p in zygote.parents())}
+        if not kill_tree(self.process.pid, spare=spare):
+            raise WorkerStartError("processes of the previous submission could not be killed")
+        if zygote.status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP, psutil.STATUS_ZOMBIE):
+            raise WorkerStartError("the sandbox's zygote was stopped")
+        for folder in self._scratch_folders(zygote):
+            _empty(folder)
         self._busy = False
+
+    def _zygote_process(self) -> psutil.Process:
+        """The zygote as the host sees it: bubblewrap's init's only child, or the process we started."""
+        if self._zygote is None:
+            try:
+                process = psutil.Process(self.process.pid)
+                if self.isolated:
+                    for _ in range(2):  # bwrap, then bwrap's init in the PID namespace
+                        children = process.children()
+                        if len(children) != 1:
+                            raise WorkerStartError("the sandbox's process tree is not bwrap, init, zygote")
+                        process = children[0]
+            except psutil.Error as error:
+                raise WorkerStartError(f"the sandbox's zygote cannot be found: {error}") from None
+            self._zygote = process
+        if not self._zygote.is_running():
+            raise WorkerStartError("the sandbox's zygote is gone")
+        return self._zygote
+
+    def _scratch_folders(self, zygote: psutil.Process) -> list[Path]:
+        if not self.isolated:
+            return [self._scratch]
+        # The sandbox's own tmpfs mounts, reached through its mount namespace.
+        root = Path(f"/proc/{zygote.pid}/root")
+        return [root / "tmp", root / "dev" / "shm"]
 
     def problem(self) -> str:
         """The last lines the zygote printed, or its exit status: why it is not serving."""
@@ -230,7 +350,39 @@ class Zygote:
             self.process.wait(timeout=5)
         self._control.close()
         self._log.close()
-        shutil.rmtree(self.stage, ignore_errors=True)
+        _remove(self.stage)
+
+
+def _empty(folder: Path) -> None:
+    """Remove everything in `folder` (modes a submission set included); WorkerStartError if anything is left."""
+    try:
+        for entry in os.scandir(folder):
+            if entry.is_dir(follow_symlinks=False):
+                _remove(Path(entry.path))
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+        left = os.listdir(folder)
+    except OSError as error:
+        raise WorkerStartError(f"the sandbox's scratch folder {folder.name} could not be emptied: {error}") from None
+    if left:
+        raise WorkerStartError(f"the sandbox's scratch folder {folder.name} could not be emptied ({len(left)} left)")
+
+
+def _remove(path: Path) -> None:
+    """shutil.rmtree, also through folders whose owner took away its own permissions."""
+
+    def retry(function: Any, name: str, _: Any) -> None:
+        with contextlib.suppress(OSError):
+            parent = os.path.dirname(name)
+            os.chmod(parent, stat.S_IRWXU)
+            if os.path.isdir(name) and not os.path.islink(name):
+                os.chmod(name, stat.S_IRWXU)
+            function(name)
+
+    with contextlib.suppress(OSError):
+        os.chmod(path, stat.S_IRWXU)
+    shutil.rmtree(path, onerror=retry)
 
 
 class Client:
@@ -251,7 +403,7 @@ class Client:
         limits = self.zygote.limits
         ours = [to_worker_w, from_worker_r, out_r, err_r]
         try:
-            request = self._send({"op": "spawn", "limits": limits.rlimits(), "threads": 1},
+            request = self._send({"op": "spawn", "limits": limits.rlimits(isolated=self.zygote.isolated), "threads": 1},
                                  [to_worker_r, from_worker_w, out_w, err_w])
         except OSError:
             for fd in ours:
@@ -413,10 +565,13 @@ def _drain(fd: int, tail: OutputTail) -> None:
             tail.feed(chunk)
 
 
-def _worker_environment() -> dict[str, str]:
+def _worker_environment(scratch: Path | None) -> dict[str, str]:
+    """A fixed allow-list: nothing of the grader's own environment (tokens, secrets) reaches the sandbox."""
+    home = str(scratch) if scratch else "/tmp"
     environment = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": "/tmp",
+        "HOME": home,
+        "TMPDIR": home,
         "LANG": "C.UTF-8",
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
@@ -441,12 +596,9 @@ def _python_paths() -> list[str]:
     return list(dict.fromkeys(paths))
 
 
-def _bwrap_command(stage: Path, device: str) -> list[str]:
-    command = [
-        shutil.which("bwrap") or "bwrap",
-        "--unshare-all", "--die-with-parent", "--new-session",
-        "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-    ]
+def _bwrap_command(stage: Path, device: str, limits: Limits) -> list[str]:
+    command = [os.environ.get("GRADER_BWRAP") or shutil.which("bwrap") or "bwrap", *_namespaces(),
+               "--proc", "/proc", "--dev", "/dev"]
     for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(top):
             command += ["--symlink", os.readlink(top), top]
@@ -473,7 +625,11 @@ def _bwrap_command(stage: Path, device: str) -> list[str]:
         for name in sorted(os.listdir("/dev")):
             if name.startswith("nvidia"):
                 command += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
-    command += ["--ro-bind", str(stage), "/sandbox", "--chdir", "/tmp", "--"]
+    # Scratch space: /tmp gets three quarters of the cap, /dev/shm the rest; nothing else is writable.
+    shm = max(2**20, limits.scratch_bytes // 4)
+    command += ["--size", str(limits.scratch_bytes - shm), "--tmpfs", "/tmp",
+                "--size", str(shm), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
+    command += ["--ro-bind", str(stage), "/sandbox", "--remount-ro", "/", "--chdir", "/tmp", "--"]
     return command
 
 
@@ -483,25 +639,42 @@ def _die_with_parent() -> None:
 
 
 _started_by_us: set[int] = set()
-_subreaper_since: float | None = None  # in clock ticks since boot, as /proc/<pid>/stat counts
+_subreaper_since: float | None = None  # when this process became a child subreaper (time.time())
 
 
-def kill_tree(root: int) -> None:
-    """SIGKILL `root` and every process it started, including ones that escaped with setsid().
+def kill_tree(root: int, *, spare: set[int] | frozenset[int] = frozenset()) -> bool:
+    """SIGKILL `root` and every process below it but `spare`, including ones that escaped with setsid().
 
     Escaped processes whose parent died were re-parented to us (we are a child subreaper), so they
-    show up as children of ours that we did not start, born after we became a subreaper.
+    show up as children of ours that we did not start, born after we became a subreaper. Returns
+    whether none is left. psutil identifies a process by pid and start time, so a pid reused
+    meanwhile is never killed by mistake.
     """
-    me = os.getpid()
-    for _ in range(100):
-        children = processes.children_map()
-        targets = [root, *processes.descendants(root, children)] if processes.alive(root) else []
-        for orphan in children.get(me, []):
-            started = processes.start_time(orphan)
-            if orphan not in _started_by_us and started is not None and _subreaper_since is not None \
-                    and started >= _subreaper_since:
-                targets += [orphan, *processes.descendants(orphan, children)]
+    for _ in range(200):
+        targets = [p for p in _tree(root) + _orphans() if p.pid not in spare]
         if not targets:
-            return
-        processes.kill_all(targets)
-        time.sleep(0.01)
+            return True
+        for process in targets:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        psutil.wait_procs(targets, timeout=0.05)
+    return False
+
+
+def _tree(root: int) -> list[psutil.Process]:
+    try:
+        process = psutil.Process(root)
+        return [process, *process.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def _orphans() -> list[psutil.Process]:
+    if _subreaper_since is None:
+        return []
+    found = []
+    for child in psutil.Process().children():
+        with contextlib.suppress(psutil.Error):
+            if child.pid not in _started_by_us and child.create_time() >= _subreaper_since - 1:
+                found += [child, *child.children(recursive=True)]
+    return found

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import submission as submissions
-from .sandbox import Client, Limits, WorkerProcess, Zygote, bwrap_problem
+from .sandbox import Client, Limits, SandboxUnsafe, WorkerProcess, Zygote, bwrap_problem, mark_unsafe
 
 if TYPE_CHECKING:
     from .remote import Connection, Submission
@@ -26,6 +26,25 @@ def resolve_device(requested: str) -> str:
     return requested
 
 
+def start_sandbox(loaded: submissions.Submission, *, device: str, limits: Limits) -> tuple[Zygote, Client]:
+    """A sandbox connected to `loaded`: bubblewrap where it works and passes its self-test, else without it."""
+    zygote = Zygote(device=device, limits=limits, isolate=bwrap_problem() is None)
+    try:
+        return zygote, zygote.connect(loaded)
+    except SandboxUnsafe as unsafe:
+        zygote.close()
+        mark_unsafe(str(unsafe))
+    except BaseException:
+        zygote.close()
+        raise
+    zygote = Zygote(device=device, limits=limits, isolate=False)
+    try:
+        return zygote, zygote.connect(loaded)
+    except BaseException:
+        zygote.close()
+        raise
+
+
 @dataclass
 class Workers:
     """Starts one submission's workers from a zygote; starts a sandbox of its own if that one was killed."""
@@ -39,9 +58,8 @@ class Workers:
     def start(self) -> WorkerProcess:
         if not self.zygote.alive():
             self.client.close()
-            self.zygote = Zygote(device=self.device, limits=self.zygote.limits, isolate=self.zygote.isolated)
+            self.zygote, self.client = start_sandbox(self.submission, device=self.device, limits=self.zygote.limits)
             self.owned.append(self.zygote)
-            self.client = self.zygote.connect(self.submission)
         return self.client.spawn()
 
     def close(self) -> None:
@@ -69,9 +87,8 @@ class GradingSession:
         loaded = submissions.load(path)
         if device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"unknown device {device!r}: use auto, cpu or cuda")
-        zygote = Zygote(device=device, limits=limits, isolate=bwrap_problem() is None)
+        zygote, client = start_sandbox(loaded, device=device, limits=limits)
         try:
-            client = zygote.connect(loaded)
             session = cls.around(path, loaded, zygote, client, device=device, opened_at=opened_at)
         except BaseException:
             zygote.close()

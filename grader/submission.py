@@ -18,7 +18,9 @@ from .curriculum import SUBMISSION_FILES
 MAX_FILE_BYTES = 1 * 2**20
 MAX_ZIP_ENTRIES = 10_000
 MAX_ZIP_BYTES = 64 * 2**20
-WORKER_FILES = ("zygote.py", "worker.py", "protocol.py", "processes.py", "probes.py", "instrument.py", "capstone.py")
+WORKER_FILES = (
+    "zygote.py", "worker.py", "protocol.py", "processes.py", "confine.py", "probes.py", "instrument.py", "capstone.py",
+)
 
 
 class SubmissionInputError(ValueError):

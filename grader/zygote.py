@@ -1,10 +1,16 @@
 """`zygote` imports torch once inside the sandbox and forks a fresh worker for each request.
 
 Starting a worker then costs a fork, not a torch import. The zygote serves one client (one
-submission) at a time; when the client hangs up it kills every process that submission left
-behind and empties the sandbox's scratch folders, so the next submission starts clean. It never
-imports submission code itself, and it is not dumpable, so a worker cannot ptrace it or read its
-memory. Copied into the sandbox with the worker: standard library and torch only.
+submission) at a time; when the client hangs up it kills the workers it forked for it. It never
+imports submission code itself, it is not dumpable, and each worker it forks is confined
+(`confine`) before any submission code runs: a worker can neither trace, read nor signal it. It is
+nevertheless not trusted to clean up: between two submissions the trusted side kills whatever is
+left from the host's view of the processes, empties the scratch folders and checks the zygote's
+health (`sandbox.Zygote.recycle`). Copied into the sandbox with the worker: standard library, torch
+and libseccomp's bindings only.
+
+At start, before importing torch, it runs `confine.self_test` and sends the outcome as its first
+message, so that the trusted side can refuse a sandbox that does not hold on this machine.
 
 Messages are JSON over SOCK_SEQPACKET sockets (one message per datagram, so a writer killed
 halfway cannot leave half a message), file descriptors ride along with SCM_RIGHTS.
@@ -13,11 +19,9 @@ halfway cannot leave half a message), file descriptors ride along with SCM_RIGHT
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import importlib
 import json
 import os
-import shutil
 import signal
 import socket
 import sys
@@ -25,17 +29,24 @@ import time
 import traceback
 from typing import Any
 
-from . import processes
+from . import confine, processes
 
 MAX_MESSAGE_BYTES = 65536
-_PR_SET_DUMPABLE = 4
 PRELOADED = ("protocol", "worker", "instrument", "probes", "capstone")
 
 
 def main(config: dict[str, Any]) -> None:
     os.environ["OMP_NUM_THREADS"] = "1"
     processes.become_subreaper()  # what a worker leaves behind comes back to us, to be killed
-    ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    processes.undumpable()
+    control = socket.socket(fileno=config["control_fd"])
+    confined = bool(config.get("confine"))
+    problem = confine.available()
+    if problem is None:
+        outcomes = confine.self_test(confine.installation_of("torch"))
+    else:
+        outcomes = {"confine the workers": f"ALLOWED ({problem})"}
+    _send(control, {"id": 0, "self_test": outcomes})
 
     import torch
 
@@ -43,13 +54,14 @@ def main(config: dict[str, Any]) -> None:
     for name in PRELOADED:
         importlib.import_module(f"{__package__}.{name}")
     sys.modules[f"{__package__}.protocol"].preflight()
-    Zygote(socket.socket(fileno=config["control_fd"]), config.get("scratch", [])).run()
+    Zygote(control, confined=confined and problem is None).run()
 
 
 class Zygote:
-    def __init__(self, control: socket.socket, scratch: list[str]) -> None:
+    def __init__(self, control: socket.socket, *, confined: bool) -> None:
         self.control = control
-        self.scratch = scratch
+        self.confined = confined
+        self.children: set[int] = set()
         self.finished: dict[int, dict[str, int]] = {}
         self.warm = False
 
@@ -64,7 +76,8 @@ class Zygote:
                     self.serve(client)
                 finally:
                     client.close()
-                    self.clean_up()
+                    self.kill_everything()
+                    self.finished.clear()
             else:
                 for fd in fds:
                     os.close(fd)
@@ -109,7 +122,7 @@ class Zygote:
             try:
                 self.control.close()
                 client.close()
-                _become_worker(fds)
+                _become_worker(fds, confined=self.confined)
                 worker = sys.modules[f"{__package__}.worker"]
                 worker.serve(fds[0], fds[1], limits=request.get("limits", {}), threads=int(request.get("threads", 1)))
                 code = 0
@@ -119,6 +132,7 @@ class Zygote:
                 os._exit(code)
         for fd in fds:
             os.close(fd)
+        self.children.add(pid)
         return pid
 
     def status(self, pid: int, wait_s: float) -> dict[str, Any]:
@@ -131,18 +145,18 @@ class Zygote:
         return self.finished.get(pid, {"running": True})
 
     def kill_everything(self) -> int:
-        """Kill every process below us: the worker and anything it started, setsid() or not."""
-        me, killed = os.getpid(), 0
-        for _ in range(100):
-            targets = processes.descendants(me, processes.children_map())
-            if not targets:
-                break
-            killed += len(targets)
-            processes.kill_all(targets)
-            self.reap()
-            time.sleep(0.005)
+        """Kill every worker forked for this client (a confined worker cannot start processes of its own)."""
         self.reap()
-        return killed
+        alive = sorted(self.children - set(self.finished))
+        for pid in alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in alive:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        self.reap()
+        self.children.clear()
+        return len(alive)
 
     def reap(self) -> None:
         while True:
@@ -157,22 +171,11 @@ class Zygote:
             else:
                 self.finished[pid] = {"exit": os.waitstatus_to_exitcode(status)}
 
-    def clean_up(self) -> None:
-        self.kill_everything()
-        self.finished.clear()
-        for folder in self.scratch:
-            with contextlib.suppress(OSError):
-                for entry in os.scandir(folder):
-                    if entry.is_dir(follow_symlinks=False):
-                        shutil.rmtree(entry.path, ignore_errors=True)
-                    else:
-                        with contextlib.suppress(OSError):
-                            os.unlink(entry.path)
 
-
-def _become_worker(fds: list[int]) -> None:
-    """In the forked child: the four passed descriptors become the worker's pipes and stdio."""
+def _become_worker(fds: list[int], *, confined: bool) -> None:
+    """In the forked child: the four passed descriptors become the worker's pipes and stdio, then the lock."""
     processes.die_with_parent(signal.SIGKILL)
+    os.setsid()  # its own process group: nothing it does to "its group" reaches the zygote
     for name in ("SIGINT", "SIGTERM", "SIGPIPE"):
         signal.signal(getattr(signal, name), signal.SIG_DFL)
     fd_in, fd_out, out, err = fds
@@ -185,6 +188,8 @@ def _become_worker(fds: list[int]) -> None:
         if int(name) not in keep:
             with contextlib.suppress(OSError):
                 os.close(int(name))
+    if confined:
+        confine.confine_worker()
 
 
 def _receive(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
