@@ -9,6 +9,7 @@ is done, so a batch killed halfway finishes the rest and ends as an uninterrupte
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
@@ -108,7 +109,20 @@ def run(
     for result in results.values():
         if on_result:
             on_result(result)
-    started = [Slot(device) for _ in range(min(max(1, jobs), max(1, len(todo))))]
+    # Every slot stages its submissions under one folder of this batch's, removed when the batch ends
+    # however it ends, so that no student's files stay on disk after it.
+    stage_dir = Path(tempfile.mkdtemp(prefix="grader-batch-"))
+    try:
+        return _run_slots(entries, todo, results, out, selection, keys, stage_dir, jobs=jobs, timeout_s=timeout_s,
+                          device=device, on_result=on_result)
+    finally:
+        shutil.rmtree(stage_dir, ignore_errors=True)
+
+
+def _run_slots(entries: list[Entry], todo: list[Entry], results: dict[str, Result], out: Path, selection: Selection,
+               keys: dict[str, str], stage_dir: Path, *, jobs: int, timeout_s: float, device: str,
+               on_result: Callable[[Result], None] | None) -> list[Result]:
+    started = [Slot(device, stage_dir) for _ in range(min(max(1, jobs), max(1, len(todo))))]
     slots: queue.Queue[Slot] = queue.Queue()
     for slot in started:
         slots.put(slot)
@@ -145,8 +159,9 @@ class BatchStopped(Exception):
 class Slot:
     """A `grader.slot` process: grades one submission at a time with torch and its sandbox ready."""
 
-    def __init__(self, device: str) -> None:
+    def __init__(self, device: str, stage_dir: Path) -> None:
         self._device = device
+        self._stage_dir = stage_dir
         self._closed = False
         self._start()
 
@@ -154,7 +169,8 @@ class Slot:
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - the slot writes here until close()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "grader.slot", self._device], cwd=kit_root(), stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=self._log, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+            stdout=subprocess.PIPE, stderr=self._log, text=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1", "GRADER_STAGE_DIR": str(self._stage_dir)},
             preexec_fn=_die_with_batch,
         )
 
@@ -183,9 +199,16 @@ class Slot:
         return lines[-1] if lines else f"exit code {self.process.poll()}"
 
     def close(self) -> None:
+        """Stop the slot: SIGTERM lets it kill its sandbox and remove its stage; SIGKILL if it does not within 10 s."""
         self._closed = True
-        self.process.kill()
-        self.process.wait()
+        with contextlib.suppress(OSError):
+            self.process.stdin.close()  # no more jobs: the slot's loop ends
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
         self._log.close()
 
 

@@ -642,6 +642,11 @@ _started_by_us: set[int] = set()
 _subreaper_since: float | None = None  # when this process became a child subreaper (time.time())
 
 
+def adopt(pid: int) -> None:
+    """`pid` is a child this process started itself (a forked grading process), never an escaped orphan."""
+    _started_by_us.add(pid)
+
+
 def kill_tree(root: int, *, spare: set[int] | frozenset[int] = frozenset()) -> bool:
     """SIGKILL `root` and every process below it but `spare`, including ones that escaped with setsid().
 

@@ -3,9 +3,11 @@
 A batch runs one slot per job. The slot collects the graded suites once (pytest), then, for each
 submission, stages it into its zygote's sandbox and forks a trusted child that runs the collected
 tests (fresh state every time: nothing has run in the slot) and writes the report; the slot kills
-that child when the submission's time budget runs out. Hanging up on
-the zygote, as the child does when it ends or dies, makes the zygote kill everything the
-submission started before the next one is staged.
+that child when the submission's time budget runs out. Before the next submission is staged,
+the zygote's sandbox is proven clean from here (`sandbox.Zygote.recycle`: every process of the
+previous submission killed, scratch emptied, the zygote healthy); a sandbox that cannot be is
+replaced. A failure of the sandbox itself (one that will not come up, a worker that cannot start)
+is retried once in a fresh sandbox, then reported as a grader failure, never as a score.
 
 Protocol with the batch, one JSON object per line: jobs on stdin, results on stdout.
 """
@@ -21,13 +23,19 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from . import processes
+from . import processes, sandbox
+from .sandbox import Client, Limits, SandboxUnsafe, WorkerStartError, Zygote, bwrap_problem, mark_unsafe
+from .submission import Submission
+
+EXIT_SANDBOX_FAILED = 75  # a child's exit status when the sandbox, not the submission, failed (EX_TEMPFAIL)
 
 
 def main() -> None:
     processes.die_with_parent(signal.SIGTERM)
+    # SIGTERM (the batch stopping) unwinds like Ctrl-C, so that `finally` removes the sandbox and its stage.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     # Jobs and results travel on copies of stdin and stdout: pytest captures fds 0-2 while it runs,
     # and nothing else may write results, not even by accident.
     jobs = os.fdopen(os.dup(0), "r")
@@ -38,25 +46,27 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from .sandbox import Limits, Zygote, bwrap_problem
-
     _warm_up()
-    slot = _Slot(jobs, results, device, Zygote, Limits.from_environment(), bwrap_problem() is None)
+    slot = _Slot(jobs, results, device, Limits.from_environment())
     try:
         slot.serve()
+    except KeyboardInterrupt:
+        pass
     finally:
         slot.close()
+        with contextlib.suppress(OSError, KeyError):
+            os.rmdir(os.environ["GRADER_STAGE_DIR"])  # the batch's staging folder, once the last slot is done with it
 
 
 class _Slot:
     """The slot's loop: jobs in, a forked child per job, one result line out per job."""
 
-    def __init__(self, jobs: Any, results: Any, device: str, zygote_class: Any, limits: Any, isolate: bool) -> None:
+    def __init__(self, jobs: TextIO, results: TextIO, device: str, limits: Limits) -> None:
         self._jobs = jobs
         self._results = results
         self._device = device
-        self._make_zygote = lambda: zygote_class(device=device, limits=limits, isolate=isolate)
-        self._zygote: Any = None
+        self._limits = limits
+        self._zygote: Zygote | None = None
         self._pending: dict[str, Any] | None = None
         self._in_child = False
 
@@ -97,27 +107,35 @@ class _Slot:
         Returns in a forked child only, with the session to grade; in this process, returns None
         when the jobs run out or the next one needs other suites.
         """
-        from .sandbox import WorkerStartError
-
         while (job := self._next_job()) is not None and (job["exercises"], job["suite"]) == self._selection_key:
             self._pending = None
-            try:
-                if self._zygote is None or not self._zygote.alive():
-                    if self._zygote is not None:
-                        self._zygote.close()
-                    self._zygote = self._make_zygote()
-                result = self._grade(job)
-            except WorkerStartError as error:  # the sandbox broke between two submissions: start anew
-                if self._zygote is not None:
-                    self._zygote.close()
-                self._zygote = None
-                result = {"status": "failed", "reason": str(error)}
-            except Exception as error:  # one submission's trouble never stops the slot
-                result = {"status": "failed", "reason": f"{type(error).__name__}: {error}"}
+            for attempt in (1, 2):  # a broken sandbox is replaced and the submission graded again, once
+                try:
+                    result = self._grade(job)
+                except WorkerStartError as error:
+                    self._discard_sandbox()
+                    result = {"status": "failed", "reason": f"the sandbox failed ({attempt} times): {error}"}
+                    continue
+                except Exception as error:  # one submission's trouble never stops the slot
+                    result = {"status": "failed", "reason": f"{type(error).__name__}: {error}"}
+                break
             if result.get("child"):
                 return result["child"]
             self._answer(result)
         return None
+
+    def _sandbox(self) -> Zygote:
+        """The slot's sandbox, started anew when there is none or it died."""
+        if self._zygote is not None and not self._zygote.alive():
+            self._discard_sandbox()
+        if self._zygote is None:
+            self._zygote = Zygote(device=self._device, limits=self._limits, isolate=bwrap_problem() is None)
+        return self._zygote
+
+    def _discard_sandbox(self) -> None:
+        if self._zygote is not None:
+            self._zygote.close()
+        self._zygote = None
 
     def _answer(self, result: dict[str, Any]) -> None:
         self._results.write(json.dumps(result) + "\n")
@@ -132,11 +150,17 @@ class _Slot:
             loaded = load(Path(job["path"]))
         except SubmissionInputError as error:
             return {"status": "refused", "reason": str(error)}
-        client = self._zygote.connect(loaded)
+        zygote = self._sandbox()
+        try:
+            client = zygote.connect(loaded)
+        except SandboxUnsafe as unsafe:  # this machine cannot hold a bubblewrap sandbox: grade without it, and say so
+            mark_unsafe(str(unsafe))
+            raise
         error_file = Path(job["report"]).with_suffix(".error")
         pid = os.fork()
         if pid == 0:
             return {"child": self._child_session(job, loaded, client, error_file)}
+        sandbox.adopt(pid)
         client.close()
         pidfd = os.pidfd_open(pid)
         try:
@@ -150,15 +174,18 @@ class _Slot:
         if not finished:
             return {"status": "timeout", "reason": f"grading took longer than the {job['timeout_s']:g} s budget",
                     "seconds": seconds}
-        if os.waitstatus_to_exitcode(status) == 0:
+        code = os.waitstatus_to_exitcode(status)
+        if code == 0:
             return {"status": "graded", "seconds": seconds}
         reason = ""
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, IndexError):
             reason = error_file.read_text().strip().splitlines()[-1]
             error_file.unlink()
+        if code == EXIT_SANDBOX_FAILED:
+            raise WorkerStartError(reason or "the sandbox failed during grading")
         return {"status": "failed", "reason": reason or "the grading process died", "seconds": seconds}
 
-    def _child_session(self, job: dict[str, Any], loaded: Any, client: Any, error_file: Path) -> Any:
+    def _child_session(self, job: dict[str, Any], loaded: Submission, client: Client, error_file: Path) -> Any:
         """In the forked child: open the grading session the collected tests will use."""
         self._job, self._error_file, self._in_child = job, error_file, True
         try:
@@ -182,7 +209,7 @@ class _Slot:
     def _child_failed(self) -> None:
         with contextlib.suppress(OSError):
             self._error_file.write_text(traceback.format_exc())
-        os._exit(1)
+        os._exit(EXIT_SANDBOX_FAILED if isinstance(sys.exc_info()[1], WorkerStartError) else 1)
 
 
 def _warm_up() -> None:
