@@ -204,7 +204,9 @@ class Zygote:
     the caller starts a fresh sandbox.
     """
 
-    def __init__(self, *, device: str, limits: Limits, isolate: bool) -> None:
+    def __init__(self, *, device: str, limits: Limits, isolate: bool, confine: bool = True) -> None:
+        """`confine=False` leaves workers without their seccomp filter: only for the kit's tests of the
+        clean-up between submissions, which must hold even then."""
         from . import submission
 
         self.limits = limits
@@ -227,7 +229,7 @@ class Zygote:
         config = {
             "control_fd": theirs.fileno(),
             "paths": ["/sandbox" if isolate else str(self.stage), *_python_paths()],
-            "confine": True,
+            "confine": confine,
         }
         bootstrap = (
             "import json, sys; config = json.loads(sys.argv[1]); sys.path[:0] = config['paths']; "
@@ -656,7 +658,7 @@ def kill_tree(root: int, *, spare: set[int] | frozenset[int] = frozenset()) -> b
     meanwhile is never killed by mistake.
     """
     for _ in range(200):
-        targets = [p for p in _tree(root) + _orphans() if p.pid not in spare]
+        targets = [p for p in _tree(root) + _orphans() if p.pid not in spare and _running(p)]
         if not targets:
             return True
         for process in targets:
@@ -664,6 +666,14 @@ def kill_tree(root: int, *, spare: set[int] | frozenset[int] = frozenset()) -> b
                 process.kill()
         psutil.wait_procs(targets, timeout=0.05)
     return False
+
+
+def _running(process: psutil.Process) -> bool:
+    """Alive and not a zombie (a zombie holds nothing and is gone once its parent reaps it)."""
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _tree(root: int) -> list[psutil.Process]:
