@@ -88,14 +88,18 @@ class Limits:
             ) from None
         if limits.scratch_bytes < 2**20:
             raise ValueError("GRADER_SCRATCH_MB must be at least 1")
+        if limits.memory_bytes - limits.scratch_bytes < MIN_WORKER_MEMORY:
+            raise ValueError(f"GRADER_MEMORY_LIMIT_MB must exceed GRADER_SCRATCH_MB by at least "
+                             f"{MIN_WORKER_MEMORY // 2**20} (the memory limit covers the scratch space too)")
         return limits
 
     def rlimits(self, *, isolated: bool) -> dict[str, int]:
         # RLIMIT_DATA rather than RLIMIT_AS: torch (and CUDA above all) reserves far more address
         # space than it ever touches, while DATA counts the private writable memory actually mapped;
-        # thread stacks count too, so it also bounds how many threads a worker can hold.
+        # thread stacks count too, so it also bounds how many threads a worker can hold. The scratch
+        # tmpfs is memory too: the worker gets what the scratch cap leaves of the memory limit.
         limits = {
-            "RLIMIT_DATA": self.memory_bytes,
+            "RLIMIT_DATA": self.memory_bytes - self.scratch_bytes if isolated else self.memory_bytes,
             "RLIMIT_CPU": self.cpu_seconds,
             "RLIMIT_FSIZE": self.file_size_bytes,
             "RLIMIT_CORE": 0,
@@ -105,6 +109,9 @@ class Limits:
             # where that uid is root outside (a grader run as root); the memory limit bounds threads there.
             limits["RLIMIT_NPROC"] = self.tasks
         return limits
+
+
+MIN_WORKER_MEMORY = 512 * 2**20  # torch alone maps about 220 MiB of private memory before any tensor
 
 
 class WorkerGone(Exception):
@@ -250,6 +257,20 @@ class Zygote:
         )
         _started_by_us.add(self.process.pid)
         theirs.close()
+        self._watching = threading.Event()
+        threading.Thread(target=self._watch_threads, daemon=True).start()
+
+    def _watch_threads(self) -> None:
+        """Kill any worker holding more than `limits.tasks` threads, twice a second.
+
+        RLIMIT_NPROC caps threads only where the sandbox's uid is not root outside; where the grader
+        runs as root, this is the cap (a worker can start a few thousand threads between two looks).
+        """
+        while not self._watching.wait(0.5):
+            with contextlib.suppress(psutil.Error, WorkerStartError):
+                for worker in self._zygote_process().children():
+                    if worker.num_threads() > self.limits.tasks:
+                        worker.kill()
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -347,6 +368,7 @@ class Zygote:
         return " | ".join([status, *lines])
 
     def close(self) -> None:
+        self._watching.set()
         kill_tree(self.process.pid)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=5)
@@ -542,7 +564,7 @@ class WorkerProcess:
             name = signal.Signals(int(status["signal"])).name
             hints = {
                 "SIGSEGV": "a segmentation fault",
-                "SIGKILL": "killed, most often for running out of memory",
+                "SIGKILL": f"killed, most often for running out of memory or starting over {self.limits.tasks} threads",
                 "SIGXCPU": f"over the {self.limits.cpu_seconds} s CPU-time limit",
                 "SIGXFSZ": f"over the {self.limits.file_size_bytes // 2**20} MiB file-size limit",
                 "SIGABRT": "aborted",
