@@ -6,6 +6,7 @@ Exit codes: 0 grading completed (whatever the score), 1 --fail-under not met, 2 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
@@ -64,6 +65,16 @@ def _percent(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="grader", description="Grade attention-kit exercises in a sandbox.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -82,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="write an Exercism test-runner results.json (version 3) here")
     check.add_argument("--fail-under", type=_percent, default=None, metavar="PERCENT",
                        help="exit with 1 when the score is below this percentage")
+    check.add_argument("--timeout", type=_seconds, default=300.0, metavar="SECONDS",
+                       help="time budget for the whole run; tests left when it is used up fail (default 300)")
     check.add_argument("--quick", action="store_true",
                        help="skip slow tests (the capstone); they count as 0, so the score is a lower bound")
     check.add_argument("-v", "--verbose", action="store_true", help="list every test, not only failures")
@@ -168,7 +181,7 @@ def _check(args: argparse.Namespace, console: Console) -> int:
         _die(str(error))
     from . import runner
 
-    report = _grade(runner, session, selection, console, quick=args.quick)
+    report = _grade(runner, session, selection, console, quick=args.quick, timeout_s=args.timeout)
     if not state.record_report(report, submission, quick=args.quick):
         console.print(f"[dim]Could not save the results in {state.STATE_DIR}/: `grader list` will not show them.[/]")
     try:
@@ -188,15 +201,16 @@ def _check(args: argparse.Namespace, console: Console) -> int:
 
 
 def _grade(
-    runner: ModuleType, session: GradingSession, selection: Selection, console: Console, *, quick: bool
+    runner: ModuleType, session: GradingSession, selection: Selection, console: Console, *, quick: bool,
+    timeout_s: float,
 ) -> GradeReport:
     if not console.is_terminal:
-        return runner.grade(session, selection, quick=quick)
+        return runner.grade(session, selection, quick=quick, timeout_s=timeout_s)
     columns = (TextColumn("Grading {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task(escape(session.path.name or str(session.path)), total=None)
         return runner.grade(
-            session, selection, quick=quick,
+            session, selection, quick=quick, timeout_s=timeout_s,
             on_start=lambda total: progress.update(task, total=total),
             on_test=lambda nodeid, outcome: progress.advance(task),
         )

@@ -8,7 +8,8 @@ Graded tests read like ordinary PyTorch:
 `impl` is the sandboxed submission, `ref` the reference solutions imported here, in the trusted
 process. Each test's exercise, points, seed and a short failure message are attached to the
 pytest-json-report entry, from which `scoring` computes the grade. An exercise's first failed test
-also names the known mistake behind it, where `diagnosis` recognises one.
+also names the known mistake behind it, where `diagnosis` recognises one. Under `grader check`, once
+the run's time budget is spent, every test left fails at once without running.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import pytest
 import torch
 
 from .curriculum import BY_ID, exercise_of_test_file, prerequisites
-from .remote import NotImplementedYet, Submission, SubmissionFailure, WorkerCrash
+from .remote import Budget, BudgetExhausted, NotImplementedYet, Submission, SubmissionFailure, WorkerCrash
 from .selection import kit_root
 from .session import GradingSession
 from .testing import manual_seed
@@ -46,14 +47,22 @@ QUICK_SKIP = "skipped by --quick: run without --quick to earn these points"
 class PreparedSession:
     """Passed to pytest by the `grader` command: a session whose worker is already warming up.
 
-    `session` may be set after collection, before the first test (`runner.collect_then_fork`)."""
+    `session` may be set after collection, before the first test (`runner.collect_then_fork`).
+    `budget`, when given, is the whole run's time budget (`grader check --timeout`); the caller
+    also hands it to the session's connection, which bounds each call by it."""
 
-    def __init__(self, session: GradingSession | None) -> None:
+    def __init__(self, session: GradingSession | None, budget: Budget | None = None) -> None:
         self.session = session
+        self.budget = budget
 
 
 def _prepared(config: pytest.Config) -> PreparedSession | None:
     return next((p for p in config.pluginmanager.get_plugins() if isinstance(p, PreparedSession)), None)
+
+
+def _budget(config: pytest.Config) -> Budget | None:
+    prepared = _prepared(config)
+    return prepared.budget if prepared is not None else None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -95,7 +104,9 @@ def impl(grading: GradingSession, request: pytest.FixtureRequest) -> Iterator[Su
     marker = request.node.get_closest_marker("call_timeout")
     connection = grading.connection
     connection.call_timeout_s = float(marker.args[0]) if marker else None
-    request.node.stash[_MARKS] = connection.output_marks()
+    budget = _budget(request.config)
+    if budget is None or not budget.spent():  # a spent budget's test never runs: start no worker for it
+        request.node.stash[_MARKS] = connection.output_marks()
     yield grading.impl()
     connection.call_timeout_s = None
     connection.release_all()
@@ -131,6 +142,17 @@ def seed(request: pytest.FixtureRequest) -> int:
     manual_seed(value)
     request.node.stash[_SEED] = value
     return value
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """Once the run's time budget is spent, a test fails at once instead of running."""
+    budget = _budget(pyfuncitem.config)
+    if budget is None or not budget.spent():
+        return None
+    budget.used_up = True
+    budget.tests_not_run += 1
+    pytest.fail(f"{budget.message}: this test was not run", pytrace=False)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -196,6 +218,9 @@ def _diagnosis(item: pytest.Item, exercise: str | None, error: BaseException) ->
     failed.add(exercise)
     if exercise in diagnosed or isinstance(error, (NotImplementedYet, WorkerCrash)):
         return ""  # unfinished or crashing code has no known mistake to name, and must not be run again
+    budget = _budget(item.config)
+    if isinstance(error, BudgetExhausted) or (budget is not None and budget.spent()):
+        return ""  # no time left to run the probe; a later failure in this exercise will not try either
     diagnosed.add(exercise)
     if failed.intersection(prerequisites(exercise)):
         return ""  # the failure may come from an exercise it builds on: naming a mistake here would mislead

@@ -3,11 +3,14 @@
 `impl.attention.attention(q, k, v)` sends a request to the worker and returns plain tensors;
 objects that cannot travel (modules, classes, functions) stay in the worker and come back as
 `Remote` handles. A crash, a timeout or an exception in student code becomes an exception whose
-message is written for the student.
+message is written for the student. A `Budget` (`grader check --timeout`) bounds the whole run:
+each call gets at most what is left of it.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,6 +42,31 @@ class WorkerCrash(SubmissionFailure):
     """The worker died or hit a limit during a call; it is restarted for the next one."""
 
 
+class BudgetExhausted(SubmissionFailure):
+    """The whole run's time budget ran out before or during a call: the submission is not to blame."""
+
+
+@dataclass
+class Budget:
+    """Wall-clock seconds for one submission's whole grading run, from `started_at` (time.monotonic)."""
+
+    seconds: float
+    started_at: float = field(default_factory=time.monotonic)
+    used_up: bool = False  # set once it cut a call short, refused one, or stopped a test from running
+    tests_not_run: int = 0
+
+    def remaining(self) -> float:
+        return self.started_at + self.seconds - time.monotonic()
+
+    def spent(self) -> bool:
+        return self.remaining() <= 0
+
+    @property
+    def message(self) -> str:
+        """The words every test it stops carries, and the report's warning starts with."""
+        return f"time budget of {self.seconds:g} s used up"
+
+
 @dataclass
 class Connection:
     """The trusted side's link to one worker; starts it lazily and again after every crash."""
@@ -47,6 +75,7 @@ class Connection:
     limits: Limits
     missing_files: frozenset[str] = frozenset()
     call_timeout_s: float | None = None
+    budget: Budget | None = None
     process: WorkerProcess | None = None
     generation: int = 0
     _strikes: Counter[str] = field(default_factory=Counter)
@@ -84,16 +113,29 @@ class Connection:
     # --- requests ------------------------------------------------------------------------------
 
     def request(self, header: dict[str, Any], tensors: dict[str, torch.Tensor], *, what: str) -> Any:
+        per_call = self.call_timeout_s or self.limits.call_timeout_s
+        left = self.budget.remaining() if self.budget is not None else math.inf
+        if self.budget is not None and left <= 0:
+            self.budget.used_up = True
+            raise BudgetExhausted(f"{self.budget.message} before {what} was called: this test was not finished")
         if self._strikes[what] >= MAX_STRIKES:
             raise WorkerCrash(f"{what} was not called again: it already crashed or timed out {MAX_STRIKES} times")
         process = self.ensure_started()
         if self._release_pending:  # the previous test's objects go with this request, not in a round trip of their own
             header = {**header, "release_first": self._kept_handles()}
             self._release_pending = False
-        timeout = self.call_timeout_s or self.limits.call_timeout_s
+        timeout = min(per_call, left)
         try:
             reply, reply_tensors = process.exchange(header, tensors, timeout_s=timeout)
         except WorkerTimeout as problem:
+            if self.budget is not None and timeout < per_call:
+                # The run's budget, not this function, ran out: no strike, and no talk of endless loops.
+                self._lost(what, strike=False)
+                self.budget.used_up = True
+                raise BudgetExhausted(
+                    f"{self.budget.message} while {what} was running: the grader stopped it {timeout:.3g} s into "
+                    f"the call (under the {per_call:g} s per-call limit), and the tests left were not run"
+                ) from None
             self._lost(what)
             raise WorkerCrash(f"{problem} in {what}: look for an endless loop; the worker was restarted") from None
         except WorkerGone as problem:
@@ -107,8 +149,9 @@ class Connection:
         except protocol.ProtocolError as error:
             raise SubmissionFailure(f"{what} sent back something the grader refuses: {error}") from None
 
-    def _lost(self, what: str) -> None:
-        self._strikes[what] += 1
+    def _lost(self, what: str, *, strike: bool = True) -> None:
+        if strike:
+            self._strikes[what] += 1
         if self.process is not None:
             self.process.kill()
         self.process = None
@@ -150,6 +193,8 @@ class Connection:
             return self._modules[name]
         try:
             module = self.request({"op": "import", "name": name}, {}, what=what)
+        except BudgetExhausted:
+            raise  # the import itself may be fine: nothing to remember
         except SubmissionFailure as failure:
             self._broken_imports[name] = str(failure)
             raise

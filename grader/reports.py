@@ -26,6 +26,8 @@ class GradeReport:
     exercises: tuple[ExerciseResult, ...]
     sandbox: str = "none"
     warnings: tuple[str, ...] = field(default=())
+    time_budget_s: float | None = None  # `grader check --timeout`; None where the caller bounds the run itself
+    budget_exhausted: bool = False  # the budget ran out before every test had run to its end
 
     @property
     def score(self) -> float:
@@ -40,7 +42,8 @@ class GradeReport:
         return 100.0 * self.score / self.max_score if self.max_score else 0.0
 
     def to_json(self) -> dict[str, Any]:
-        """The contract's report (section 4), plus extra keys `sandbox`, `warnings`, `blocked_by`, `seed`."""
+        """The contract's report (section 4), plus extra keys `sandbox`, `warnings`, `time_budget_s`,
+        `budget_exhausted`, `blocked_by`, `seed`."""
         return {
             "schema": SCHEMA,
             "submission": self.submission,
@@ -52,6 +55,8 @@ class GradeReport:
             "torch": self.torch,
             "sandbox": self.sandbox,
             "warnings": list(self.warnings),
+            "time_budget_s": self.time_budget_s,
+            "budget_exhausted": self.budget_exhausted,
             "exercises": [
                 {
                     "id": exercise.id,

@@ -1,7 +1,8 @@
 """`runner` grades one submission: pytest over the selected suites, in this trusted process.
 
 Flow: submission → staged copy → worker (sandbox) ← trusted tests (pytest) → outcomes → scores.
-The worker is started before pytest so that its torch import overlaps with ours.
+The worker is started before pytest so that its torch import overlaps with ours. `grade` may be
+given a time budget for the whole run (`grader check --timeout`), counted from when the session opened.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pytest_jsonreport.plugin import JSONReport
 
 from . import scoring
 from .plugin import PreparedSession
+from .remote import Budget
 from .reports import GradeReport
 from .sandbox import Limits, bwrap_problem
 from .selection import Selection, kit_root
@@ -65,17 +67,24 @@ def grade(
     selection: Selection,
     *,
     quick: bool = False,
+    timeout_s: float | None = None,
     on_start: Callable[[int], None] | None = None,
     on_test: Callable[[str, str], None] | None = None,
 ) -> GradeReport:
-    """Run the selected suites against an opened session, then close it."""
+    """Run the selected suites against an opened session, then close it.
+
+    With `timeout_s`, the run stops calling the submission once that many seconds have passed since
+    the session opened: the tests left fail with "time budget of N s used up", and the report says so.
+    """
+    budget = Budget(timeout_s, started_at=session.opened_at) if timeout_s is not None else None
+    session.connection.budget = budget
     try:
         json_report = JSONReport()
         sink = io.StringIO()
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), _no_plugin_autoload():
-            plugins = [json_report, PreparedSession(session), _Progress(on_start, on_test)]
+            plugins = [json_report, PreparedSession(session, budget), _Progress(on_start, on_test)]
             pytest.main(_arguments(selection, quick), plugins=plugins)
-        return _report(json_report, session, selection, sink)
+        return _report(json_report, session, selection, sink, budget)
     finally:
         session.close()
 
@@ -143,7 +152,8 @@ def _arguments(selection: Selection, quick: bool) -> list[str]:
     ]
 
 
-def _report(json_report: JSONReport, session: GradingSession, selection: Selection, sink: io.StringIO) -> GradeReport:
+def _report(json_report: JSONReport, session: GradingSession, selection: Selection, sink: io.StringIO,
+            budget: Budget | None = None) -> GradeReport:
     if json_report.report is None:
         raise RuntimeError(f"pytest did not run the graded suites:\n{sink.getvalue()[-2000:]}")
     if json_report.report.get("exitcode") == pytest.ExitCode.INTERRUPTED:
@@ -153,6 +163,11 @@ def _report(json_report: JSONReport, session: GradingSession, selection: Selecti
     problem = bwrap_problem()
     if problem:
         warnings.insert(0, f"grading is not isolated: {problem}")
+    if budget is not None and budget.used_up:
+        warnings.append(
+            f"{budget.message}: {budget.tests_not_run} test(s) were not run and score 0; "
+            "grade with a larger --timeout to run them all"
+        )
     return GradeReport(
         submission=str(session.path),
         suite=selection.suite,
@@ -162,4 +177,6 @@ def _report(json_report: JSONReport, session: GradingSession, selection: Selecti
         exercises=tuple(exercises),
         sandbox="none" if problem else "bubblewrap",
         warnings=tuple(warnings),
+        time_budget_s=budget.seconds if budget is not None else None,
+        budget_exhausted=budget is not None and budget.used_up,
     )
