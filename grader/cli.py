@@ -32,6 +32,7 @@ from rich.table import Table
 from . import state
 from .curriculum import BY_ID, EXERCISES
 from .reports import GradeReport, to_exercism, to_gradescope, write_json
+from .sandbox import WorkerStartError
 from .selection import Selection, UsageError, hidden_installed, kit_root, select
 from .session import GradingSession, resolve_device
 from .submission import SubmissionInputError
@@ -453,6 +454,9 @@ def run() -> None:
     except KeyboardInterrupt:
         print("grader: interrupted", file=sys.stderr)
         code = 130
+    except WorkerStartError as error:  # the sandbox, never the submission: a failure of this machine or the kit
+        print(f"grader: the grader itself failed: {error}", file=sys.stderr)
+        code = 3
     except Exception as error:
         if os.environ.get("GRADER_DEBUG"):
             raise

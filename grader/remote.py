@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from . import protocol
-from .sandbox import Limits, WorkerGone, WorkerProcess, WorkerTimeout
+from .sandbox import Limits, WorkerGone, WorkerProcess, WorkerStartError, WorkerTimeout
 
 MAX_STRIKES = 2  # after this many crashes or timeouts in one function, stop calling it
 
@@ -73,6 +73,10 @@ class Connection:
 
     start: Callable[[], WorkerProcess]
     limits: Limits
+    # Starts a worker in a fresh sandbox: tried once when a worker cannot start in the current one.
+    restart: Callable[[], WorkerProcess] | None = None
+    # Set once the sandbox failed twice: the run is then the grader's failure, not the submission's.
+    sandbox_failure: str | None = None
     missing_files: frozenset[str] = frozenset()
     call_timeout_s: float | None = None
     budget: Budget | None = None
@@ -120,7 +124,7 @@ class Connection:
             raise BudgetExhausted(f"{self.budget.message} before {what} was called: this test was not finished")
         if self._strikes[what] >= MAX_STRIKES:
             raise WorkerCrash(f"{what} was not called again: it already crashed or timed out {MAX_STRIKES} times")
-        process = self.ensure_started()
+        process = self._ready_worker()
         if self._release_pending:  # the previous test's objects go with this request, not in a round trip of their own
             header = {**header, "release_first": self._kept_handles()}
             self._release_pending = False
@@ -148,6 +152,28 @@ class Connection:
             return decoder.decode(reply.get("value"))
         except protocol.ProtocolError as error:
             raise SubmissionFailure(f"{what} sent back something the grader refuses: {error}") from None
+
+    def _ready_worker(self) -> WorkerProcess:
+        """A worker that said hello; one that cannot start is retried once in a fresh sandbox."""
+        if self.sandbox_failure is not None:
+            raise WorkerStartError(self.sandbox_failure)
+        for attempt in (1, 2):
+            process = self.ensure_started()
+            try:
+                process.wait_ready()
+                return process
+            except WorkerStartError as problem:
+                process.kill()
+                self.process = None
+                if attempt == 2 or self.restart is None:
+                    self.sandbox_failure = str(problem)
+                    raise
+                self.process = self.restart()
+                self.generation += 1
+                self._modules.clear()
+                self._attributes.clear()
+                self._release_pending = False
+        raise AssertionError("unreachable")
 
     def _lost(self, what: str, *, strike: bool = True) -> None:
         if strike:

@@ -22,7 +22,7 @@ from . import scoring
 from .plugin import PreparedSession
 from .remote import Budget
 from .reports import GradeReport
-from .sandbox import Limits, bwrap_problem
+from .sandbox import Limits, WorkerStartError, bwrap_problem
 from .selection import Selection, kit_root
 from .session import GradingSession
 
@@ -158,11 +158,14 @@ def _report(json_report: JSONReport, session: GradingSession, selection: Selecti
         raise RuntimeError(f"pytest did not run the graded suites:\n{sink.getvalue()[-2000:]}")
     if json_report.report.get("exitcode") == pytest.ExitCode.INTERRUPTED:
         raise KeyboardInterrupt  # a partial run is no grade: report nothing rather than a low score
+    if session.connection.sandbox_failure is not None:
+        # No score from a run whose sandbox broke: the caller fails (exit 3) or grades it again.
+        raise WorkerStartError(f"the sandbox failed twice: {session.connection.sandbox_failure}")
     exercises = scoring.score(json_report.report, list(selection.exercises))
     warnings = [f"submission: {note}" for note in session.submission.notes]
-    problem = bwrap_problem()
-    if problem:
-        warnings.insert(0, f"grading is not isolated: {problem}")
+    isolated = session.isolated and all(zygote.isolated for zygote in session.workers.owned)
+    if not isolated:
+        warnings.insert(0, f"grading is not isolated: {bwrap_problem() or 'the sandbox was not used'}")
     if budget is not None and budget.used_up:
         warnings.append(
             f"{budget.message}: {budget.tests_not_run} test(s) were not run and score 0; "
@@ -175,7 +178,7 @@ def _report(json_report: JSONReport, session: GradingSession, selection: Selecti
         duration_s=time.monotonic() - session.opened_at,
         torch=torch.__version__,
         exercises=tuple(exercises),
-        sandbox="none" if problem else "bubblewrap",
+        sandbox="bubblewrap" if isolated else "none",
         warnings=tuple(warnings),
         time_budget_s=budget.seconds if budget is not None else None,
         budget_exhausted=budget is not None and budget.used_up,

@@ -55,8 +55,9 @@ class Workers:
     client: Client
     owned: list[Zygote] = field(default_factory=list)
 
-    def start(self) -> WorkerProcess:
-        if not self.zygote.alive():
+    def start(self, *, fresh: bool = False) -> WorkerProcess:
+        """A new worker; in a new sandbox when the current one died, or when `fresh`."""
+        if fresh or not self.zygote.alive():
             self.client.close()
             self.zygote, self.client = start_sandbox(self.submission, device=self.device, limits=self.zygote.limits)
             self.owned.append(self.zygote)
@@ -112,8 +113,8 @@ class GradingSession:
             first.kill()
             workers.close()
             raise
-        connection = Connection(workers.start, zygote.limits, missing_files=loaded.missing, process=first,
-                                generation=1)
+        connection = Connection(workers.start, zygote.limits, restart=lambda: workers.start(fresh=True),
+                                missing_files=loaded.missing, process=first, generation=1)
         return cls(path, loaded, device, zygote.limits, zygote.isolated, workers, connection,
                    opened_at if opened_at is not None else time.monotonic())
 

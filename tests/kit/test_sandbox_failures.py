@@ -1,0 +1,87 @@
+"""When the sandbox itself fails, the grader says so and retries; it never turns that into a student's score."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+
+from grader.sandbox import bwrap_problem
+from grader.session import GradingSession
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Passes the grader's bubblewrap probe (which runs `true`) and fails every real sandbox, the way a
+# machine whose user namespaces break halfway would.
+LATE_FAILING_BWRAP = """#!/bin/sh
+for last; do :; done
+if [ "$last" = "true" ]; then exec "{bwrap}" "$@"; fi
+echo "bwrap: setting up uid map: Permission denied" >&2
+exit 1
+"""
+
+needs_bwrap = pytest.mark.skipif(bwrap_problem() is not None, reason=f"bubblewrap unusable here: {bwrap_problem()}")
+
+
+@pytest.fixture
+def late_failing_bwrap(tmp_path: Path) -> Path:
+    real = shutil.which("bwrap")
+    if real is None:
+        pytest.skip("bubblewrap is not installed")
+    script = tmp_path / "bwrap"
+    script.write_text(LATE_FAILING_BWRAP.format(bwrap=real))
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return script
+
+
+@needs_bwrap
+def test_a_sandbox_that_will_not_start_fails_the_check_with_exit_3_and_no_score(grader_cli, late_failing_bwrap,
+                                                                                 tmp_path, monkeypatch):
+    monkeypatch.setenv("GRADER_BWRAP", str(late_failing_bwrap))
+    run = grader_cli.check(REPO / "solutions", tmp_path / "report.json")
+    assert run.returncode == 3, run.describe()
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "the grader itself failed" in lines[0] and "sandbox" in lines[0], run.stderr
+    assert "Traceback" not in run.stderr
+    assert run.report is None, "a score was written for a run whose sandbox never started"
+
+
+@needs_bwrap
+def test_batch_retries_a_broken_sandbox_then_reports_a_grader_failure_that_a_rerun_grades(
+        grader_cli, late_failing_bwrap, tmp_path, monkeypatch):
+    submissions = tmp_path / "class"
+    (submissions / "alice").mkdir(parents=True)
+    shutil.copyfile(REPO / "solutions" / "attention.py", submissions / "alice" / "attention.py")
+    out = tmp_path / "out"
+    monkeypatch.setenv("GRADER_BWRAP", str(late_failing_bwrap))
+    run = grader_cli.run("batch", str(submissions), "--out", str(out), "--jobs", "1", "--suite", "public")
+    assert run.returncode == 0, run.describe()
+    report = json.loads((out / "alice.json").read_text())
+    assert report["status"] == "failed", report["status"]
+    assert "sandbox" in " ".join(report["warnings"]) and "2 times" in " ".join(report["warnings"]), report["warnings"]
+    monkeypatch.delenv("GRADER_BWRAP")
+    rerun = grader_cli.run("batch", str(submissions), "--out", str(out), "--jobs", "1", "--suite", "public")
+    assert rerun.returncode == 0, rerun.describe()
+    report = json.loads((out / "alice.json").read_text())
+    assert report["status"] == "graded" and report["exercises"][0]["score"] == 10, report
+
+
+@needs_bwrap
+def test_a_worker_whose_sandbox_died_before_it_started_is_retried_in_a_fresh_sandbox():
+    session = GradingSession.open(REPO / "solutions", device="cpu")
+    try:
+        sandbox = psutil.Process(session.workers.zygote.process.pid)
+        for process in [sandbox, *sandbox.children(recursive=True)]:
+            process.kill()
+        q = torch.randn(2, 3, 4)
+        output, _ = session.impl().attention.attention(q, q, q)
+        assert output.shape == (2, 3, 4)
+        assert len(session.workers.owned) == 2, "the call did not run in a fresh sandbox"
+        assert session.connection.sandbox_failure is None
+    finally:
+        session.close()
