@@ -32,7 +32,7 @@ from rich.table import Table
 from . import state
 from .curriculum import BY_ID, EXERCISES
 from .reports import GradeReport, to_exercism, to_gradescope, write_json
-from .sandbox import WorkerStartError
+from .sandbox import Limits, WorkerStartError
 from .selection import Selection, UsageError, hidden_installed, kit_root, select
 from .session import GradingSession, resolve_device
 from .submission import SubmissionInputError
@@ -227,6 +227,7 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     try:
         selection = select(None, args.suite)
         resolve_device(args.device)
+        Limits.from_environment()  # the slots read the same variables: a bad one is a usage error here, once
     except (UsageError, ValueError) as error:
         _die(str(error))
     entries = batch.discover(args.submissions)

@@ -90,7 +90,7 @@ class Limits:
             raise ValueError("GRADER_SCRATCH_MB must be at least 1")
         if limits.memory_bytes - limits.scratch_bytes < MIN_WORKER_MEMORY:
             raise ValueError(f"GRADER_MEMORY_LIMIT_MB must exceed GRADER_SCRATCH_MB by at least "
-                             f"{MIN_WORKER_MEMORY // 2**20} (the memory limit covers the scratch space too)")
+                             f"{MIN_WORKER_MEMORY // 2**20} MiB (the memory limit covers the scratch space too)")
         return limits
 
     def rlimits(self, *, isolated: bool) -> dict[str, int]:
