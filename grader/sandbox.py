@@ -237,6 +237,7 @@ class Zygote:
             "control_fd": theirs.fileno(),
             "paths": ["/sandbox" if isolate else str(self.stage), *_python_paths()],
             "confine": confine,
+            "strict": isolate,
         }
         bootstrap = (
             "import json, sys; config = json.loads(sys.argv[1]); sys.path[:0] = config['paths']; "
@@ -280,8 +281,6 @@ class Zygote:
         from . import submission as submissions
         from .selection import kit_root
 
-        if not self._self_tested:
-            self._check_self_test()
         if self._busy:
             self.recycle()
         submissions.stage_exercises(submission, kit_root=kit_root(), into=self.stage)
@@ -296,8 +295,14 @@ class Zygote:
         self._busy = True
         return Client(mine, self)
 
-    def _check_self_test(self) -> None:
-        """Wait for the zygote's self-test (its first message); refuse the sandbox if anything was allowed."""
+    def check_self_test(self) -> None:
+        """Wait for the zygote's self-test (its first message); SandboxUnsafe if it allowed anything.
+
+        Not needed before a submission is handed over (an isolated zygote that failed forks no
+        worker), only before the first worker is trusted, so that start-up overlaps with ours.
+        """
+        if self._self_tested:
+            return
         reply = _request(self._control, None, 0, self._replies, timeout_s=self.limits.start_timeout_s)
         if reply is None:
             raise WorkerStartError(f"the sandbox did not start: {self.problem()}")
@@ -308,11 +313,14 @@ class Zygote:
         self.self_test = {str(k): str(v) for k, v in outcomes.items()}
         self._self_tested = True
         if allowed and self.isolated:
-            raise SandboxUnsafe(f"the bubblewrap sandbox failed its self-test on this machine: it allowed a worker to "
-                                f"{'; '.join(allowed)}")
+            unsafe = SandboxUnsafe(f"the bubblewrap sandbox failed its self-test on this machine: it allowed a worker "
+                                   f"to {'; '.join(allowed)}")
+            mark_unsafe(str(unsafe))
+            raise unsafe
 
     def recycle(self) -> None:
         """Make the sandbox clean for the next submission, checked from here; WorkerStartError when it cannot be."""
+        self.check_self_test()
         self._requests += 1
         if not self.alive():
             raise WorkerStartError(f"the sandbox is gone: {self.problem()}")
@@ -527,6 +535,7 @@ class WorkerProcess:
     def wait_ready(self) -> dict[str, Any]:
         if self._ready:
             return self.hello
+        self._client.zygote.check_self_test()
         try:
             header, _ = self._receive(self.started_at + self.limits.start_timeout_s, self.limits.start_timeout_s)
         except (WorkerGone, WorkerTimeout) as problem:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import submission as submissions
-from .sandbox import Client, Limits, SandboxUnsafe, WorkerProcess, Zygote, bwrap_problem, mark_unsafe
+from .sandbox import Client, Limits, WorkerProcess, Zygote, bwrap_problem
 
 if TYPE_CHECKING:
     from .remote import Connection, Submission
@@ -27,17 +27,12 @@ def resolve_device(requested: str) -> str:
 
 
 def start_sandbox(loaded: submissions.Submission, *, device: str, limits: Limits) -> tuple[Zygote, Client]:
-    """A sandbox connected to `loaded`: bubblewrap where it works and passes its self-test, else without it."""
+    """A sandbox connected to `loaded`: bubblewrap where it works and has not failed its self-test, else without it.
+
+    A bubblewrap sandbox that fails its self-test says so when its first worker is awaited
+    (SandboxUnsafe); from then on `bwrap_problem()` names why, and the next sandbox started has none.
+    """
     zygote = Zygote(device=device, limits=limits, isolate=bwrap_problem() is None)
-    try:
-        return zygote, zygote.connect(loaded)
-    except SandboxUnsafe as unsafe:
-        zygote.close()
-        mark_unsafe(str(unsafe))
-    except BaseException:
-        zygote.close()
-        raise
-    zygote = Zygote(device=device, limits=limits, isolate=False)
     try:
         return zygote, zygote.connect(loaded)
     except BaseException:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import processes, sandbox
-from .sandbox import Client, Limits, SandboxUnsafe, WorkerStartError, Zygote, bwrap_problem, mark_unsafe
+from .sandbox import Client, Limits, WorkerStartError, Zygote, bwrap_problem
 from .submission import Submission
 
 EXIT_SANDBOX_FAILED = 75  # a child's exit status when the sandbox, not the submission, failed (EX_TEMPFAIL)
@@ -151,11 +151,10 @@ class _Slot:
         except SubmissionInputError as error:
             return {"status": "refused", "reason": str(error)}
         zygote = self._sandbox()
-        try:
-            client = zygote.connect(loaded)
-        except SandboxUnsafe as unsafe:  # this machine cannot hold a bubblewrap sandbox: grade without it, and say so
-            mark_unsafe(str(unsafe))
-            raise
+        # Read here, not in the child: the zygote's control socket is this process's to read.
+        # SandboxUnsafe (a WorkerStartError) makes bwrap_problem() say why, and the retry go without it.
+        zygote.check_self_test()
+        client = zygote.connect(loaded)
         error_file = Path(job["report"]).with_suffix(".error")
         pid = os.fork()
         if pid == 0:

@@ -47,6 +47,10 @@ def main(config: dict[str, Any]) -> None:
     else:
         outcomes = {"confine the workers": f"ALLOWED ({problem})"}
     _send(control, {"id": 0, "self_test": outcomes})
+    # In the bubblewrap tier a sandbox that failed its self-test forks no worker, whatever it is asked:
+    # the trusted side reads the outcome only when it first waits for a worker, not before.
+    allowed = [what for what, outcome in outcomes.items() if outcome.startswith("ALLOWED")]
+    refusal = f"the sandbox failed its self-test: {'; '.join(allowed)}" if allowed and config.get("strict") else None
 
     import torch
 
@@ -54,13 +58,14 @@ def main(config: dict[str, Any]) -> None:
     for name in PRELOADED:
         importlib.import_module(f"{__package__}.{name}")
     sys.modules[f"{__package__}.protocol"].preflight()
-    Zygote(control, confined=confined and problem is None).run()
+    Zygote(control, confined=confined and problem is None, refusal=refusal).run()
 
 
 class Zygote:
-    def __init__(self, control: socket.socket, *, confined: bool) -> None:
+    def __init__(self, control: socket.socket, *, confined: bool, refusal: str | None) -> None:
         self.control = control
         self.confined = confined
+        self.refusal = refusal
         self.children: set[int] = set()
         self.finished: dict[int, dict[str, int]] = {}
         self.warm = False
@@ -90,7 +95,7 @@ class Zygote:
             if message is None:
                 return
             op = message.get("op")
-            if op == "spawn" and len(fds) == 4:
+            if op == "spawn" and len(fds) == 4 and self.refusal is None:
                 reply = {"pid": self.spawn(message, fds, client)}
             elif op == "kill":
                 reply = {"killed": self.kill_everything()}

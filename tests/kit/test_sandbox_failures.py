@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import stat
+import sys
 from pathlib import Path
 
 import psutil
@@ -25,18 +27,58 @@ echo "bwrap: setting up uid map: Permission denied" >&2
 exit 1
 """
 
+# Runs bubblewrap as the grader ran it before it dropped root's capabilities inside the sandbox.
+ROOTFUL_BWRAP = """#!{python}
+import os, sys
+args, skip = [], 0
+for arg in sys.argv[1:]:
+    if skip:
+        skip -= 1
+    elif arg in ("--uid", "--gid", "--cap-drop"):
+        skip = 1
+    elif arg != "--unshare-user":
+        args.append(arg)
+os.execv("{bwrap}", ["bwrap", *args])
+"""
+
 needs_bwrap = pytest.mark.skipif(bwrap_problem() is not None, reason=f"bubblewrap unusable here: {bwrap_problem()}")
 
 
 @pytest.fixture
 def late_failing_bwrap(tmp_path: Path) -> Path:
+    return _script(tmp_path, LATE_FAILING_BWRAP)
+
+
+def _script(folder: Path, text: str) -> Path:
     real = shutil.which("bwrap")
     if real is None:
         pytest.skip("bubblewrap is not installed")
-    script = tmp_path / "bwrap"
-    script.write_text(LATE_FAILING_BWRAP.format(bwrap=real))
+    script = folder / "bwrap"
+    script.write_text(text.format(bwrap=real, python=sys.executable))
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     return script
+
+
+@needs_bwrap
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root keeps capabilities inside bubblewrap")
+def test_a_sandbox_that_fails_its_self_test_is_not_used_and_the_report_says_why(grader_cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("GRADER_BWRAP", str(_script(tmp_path, ROOTFUL_BWRAP)))
+    run = grader_cli.check(REPO / "solutions", tmp_path / "report.json")
+    assert run.returncode == 0, run.describe()
+    assert run.report["sandbox"] == "none", run.report["sandbox"]
+    warning = " ".join(run.report["warnings"])
+    assert "failed its self-test" in warning and "/proc/PID/mem" in warning, warning
+    assert run.report["score"] == 10
+
+    submissions = tmp_path / "class"
+    (submissions / "alice").mkdir(parents=True)
+    shutil.copyfile(REPO / "solutions" / "attention.py", submissions / "alice" / "attention.py")
+    batch = grader_cli.run("batch", str(submissions), "--out", str(tmp_path / "out"), "--jobs", "1",
+                           "--suite", "public")
+    assert batch.returncode == 0, batch.describe()
+    report = json.loads((tmp_path / "out" / "alice.json").read_text())
+    assert report["status"] == "graded" and report["sandbox"] == "none", (report["status"], report["sandbox"])
+    assert "failed its self-test" in " ".join(report["warnings"]), report["warnings"]
 
 
 @needs_bwrap
