@@ -32,6 +32,7 @@ from typing import Any
 from . import __version__, processes
 from .curriculum import BY_ID
 from .reports import SCHEMA, atomic_path, write_json
+from .sandbox import remove_stale_stages
 from .selection import Selection, kit_root
 from .submission import SubmissionInputError, load
 
@@ -111,7 +112,9 @@ def run(
             on_result(result)
     # Every slot stages its submissions under one folder of this batch's, removed when the batch ends
     # however it ends, so that no student's files stay on disk after it.
-    stage_dir = Path(tempfile.mkdtemp(prefix="grader-batch-"))
+    remove_stale_stages()
+    stage_dir = Path(tempfile.mkdtemp(prefix=f"grader-batch-{os.getpid()}-"))
+    stage_dir.chmod(0o711)  # reached, never listed, by bubblewrap running as uid 65534
     try:
         return _run_slots(entries, todo, results, out, selection, keys, stage_dir, jobs=jobs, timeout_s=timeout_s,
                           device=device, on_result=on_result)

@@ -65,13 +65,26 @@ def preflight() -> None:
 # --- framing -----------------------------------------------------------------------------------
 
 
-def write_message(fd: int, header: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+def write_message(fd: int, header: dict[str, Any], tensors: dict[str, torch.Tensor], *,
+                  deadline: float | None = None) -> None:
+    """Write one message; with a `deadline` (time.monotonic()), `fd` must be non-blocking.
+
+    The trusted side writes with a deadline: a worker that stops reading (or fills its own
+    request pipe through a second write end) must not stall the grader in a write.
+    """
     body = json.dumps(header, allow_nan=False, separators=(",", ":")).encode()
     blob = save_tensors(tensors) if tensors else b""
     data = _PREFIX.pack(MAGIC, len(body), len(blob)) + body + blob
     view = memoryview(data)
     while view:
-        written = os.write(fd, view)
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([], [fd], [], left)[1]:
+                raise Timeout("the other side stopped reading before the deadline")
+        try:
+            written = os.write(fd, view)
+        except BlockingIOError:
+            continue
         view = view[written:]
 
 

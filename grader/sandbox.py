@@ -28,6 +28,7 @@ import functools
 import importlib.util
 import json
 import os
+import secrets
 import select
 import shutil
 import signal
@@ -143,11 +144,15 @@ def bwrap_problem() -> str | None:
     path = os.environ.get("GRADER_BWRAP") or shutil.which("bwrap")
     if path is None:
         return "bubblewrap (bwrap) is not installed; install it with `apt-get install bubblewrap`"
+    # The probe runs as the sandbox will (as uid 65534 when we are root) and checks that Python and
+    # the packages the worker imports are readable there.
+    needed = [sys.executable, *_python_paths()]
+    check = 'for p; do [ -r "$p" ] || { echo "cannot read $p as uid $(id -u)" >&2; exit 3; }; done'
     try:
         probe = subprocess.run(
             [path, *_namespaces(), "--ro-bind", "/", "/", "--proc", "/proc", "--size", str(2**20), "--tmpfs", "/tmp",
-             "true"],
-            capture_output=True, text=True, timeout=30,
+             "/bin/sh", "-c", check, "sh", *needed],
+            capture_output=True, text=True, timeout=30, cwd="/", preexec_fn=_as_sandbox_user,
         )
     except (OSError, subprocess.SubprocessError) as error:
         return f"bubblewrap cannot run here ({error})"
@@ -218,7 +223,12 @@ class Zygote:
 
         self.limits = limits
         self.isolated = isolate
-        self.stage = Path(tempfile.mkdtemp(prefix="grader-", dir=os.environ.get("GRADER_STAGE_DIR") or None))
+        # bubblewrap may run as uid 65534: it must reach and read the stage, and Python must list it,
+        # so the stage is 0755 inside a folder of ours that others may cross but not list.
+        self._home = Path(tempfile.mkdtemp(prefix=f"grader-{os.getpid()}-", dir=os.environ.get("GRADER_STAGE_DIR")))
+        self._home.chmod(0o711)
+        self.stage = self._home / secrets.token_hex(8)
+        self.stage.mkdir(mode=0o755)
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - the zygote writes here until close()
         self._busy = False  # a client was handed over and may not be finished yet
         self._requests = 0
@@ -254,7 +264,7 @@ class Zygote:
             pass_fds=(theirs.fileno(),),
             cwd=str(self.stage if isolate else self._scratch),
             env=_worker_environment(None if isolate else self._scratch),
-            preexec_fn=_die_with_parent,
+            preexec_fn=_as_sandbox_user if isolate else _die_with_parent,
         )
         _started_by_us.add(self.process.pid)
         theirs.close()
@@ -274,7 +284,14 @@ class Zygote:
                         worker.kill()
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        # Not Popen.poll(): in a process forked from ours (a batch's grading child) the sandbox is no
+        # child of ours, and poll() would call it gone.
+        if self.process.returncode is not None:
+            return False
+        try:
+            return _running(psutil.Process(self.process.pid))
+        except psutil.Error:
+            return False
 
     def connect(self, submission: Any) -> Client:
         """Stage `submission` (a submission.Submission) and open a client connection for it."""
@@ -382,7 +399,19 @@ class Zygote:
             self.process.wait(timeout=5)
         self._control.close()
         self._log.close()
-        _remove(self.stage)
+        _remove(self._home)
+
+
+def remove_stale_stages(folder: Path | None = None) -> None:
+    """Remove the stages (`grader-<pid>-*`, `grader-batch-<pid>-*`) of grader processes that were killed outright."""
+    folder = folder or Path(tempfile.gettempdir())
+    with contextlib.suppress(OSError):
+        for entry in folder.iterdir():
+            parts = entry.name.split("-")
+            pid = parts[2] if entry.name.startswith("grader-batch-") else parts[1] if len(parts) > 2 else ""
+            if entry.name.startswith("grader-") and pid.isdigit() and not psutil.pid_exists(int(pid)) \
+                    and entry.is_dir() and not entry.is_symlink() and entry.stat().st_uid == os.geteuid():
+                _remove(entry)
 
 
 def _empty(folder: Path) -> None:
@@ -395,7 +424,7 @@ def _empty(folder: Path) -> None:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(entry.path)
         left = os.listdir(folder)
-    except OSError as error:
+    except (OSError, RecursionError) as error:  # a tree deeper than rmtree's recursion: the sandbox goes
         raise WorkerStartError(f"the sandbox's scratch folder {folder.name} could not be emptied: {error}") from None
     if left:
         raise WorkerStartError(f"the sandbox's scratch folder {folder.name} could not be emptied ({len(left)} left)")
@@ -504,6 +533,7 @@ class WorkerProcess:
         self._request = request
         self._pid: int | None = None
         self._to_worker = to_worker
+        os.set_blocking(to_worker, False)  # every write to the worker has a deadline (protocol.write_message)
         self._from_worker = from_worker
         self._ready = False
         self.started_at = time.monotonic()
@@ -526,11 +556,15 @@ class WorkerProcess:
         from . import protocol
 
         self.wait_ready()
+        deadline = time.monotonic() + timeout_s
         try:
-            protocol.write_message(self._to_worker, header, tensors)
+            protocol.write_message(self._to_worker, header, tensors, deadline=deadline)
+        except protocol.Timeout:
+            self.kill()
+            raise WorkerTimeout(f"timed out after {timeout_s:g} s") from None
         except (BrokenPipeError, OSError):
             raise WorkerGone(self._death_reason()) from None
-        return self._receive(time.monotonic() + timeout_s, timeout_s)
+        return self._receive(deadline, timeout_s)
 
     def wait_ready(self) -> dict[str, Any]:
         if self._ready:
@@ -653,7 +687,7 @@ def _bwrap_command(stage: Path, device: str, limits: Limits) -> list[str]:
         for name in ("solutions", "tests", "grader", "exercises"):
             if os.path.isdir(os.path.join(site_dir, name)):
                 command += ["--tmpfs", os.path.realpath(os.path.join(site_dir, name))]
-    if device != "cpu":
+    if _gpu(device):
         command += ["--ro-bind-try", "/sys", "/sys", "--ro-bind-try", "/usr/local/nvidia", "/usr/local/nvidia"]
         for name in sorted(os.listdir("/dev")):
             if name.startswith("nvidia"):
@@ -666,9 +700,33 @@ def _bwrap_command(stage: Path, device: str, limits: Limits) -> list[str]:
     return command
 
 
+def _gpu(device: str) -> bool:
+    """Whether the sandbox needs the GPU's devices: asked for, or `auto` on a machine that has NVIDIA devices."""
+    if device == "cpu":
+        return False
+    with contextlib.suppress(OSError):
+        return any(name.startswith("nvidia") for name in os.listdir("/dev"))
+    return False
+
+
 def _die_with_parent() -> None:
     # Without bubblewrap's --die-with-parent, the zygote still must not outlive us.
     processes.die_with_parent(signal.SIGKILL)
+
+
+def _as_sandbox_user() -> None:
+    """Run bubblewrap itself as uid/gid 65534 when we are root.
+
+    bubblewrap started by root maps the sandbox's uid to root outside: no capability is left, but
+    the kernel still treats the sandbox as root wherever it checks only the uid (/proc/sys and
+    /proc/sysrq-trigger, owned by root and writable by their owner, are such places), and does not
+    count its processes against RLIMIT_NPROC. Started as 65534, it is 65534 inside and out.
+    """
+    if os.geteuid() == 0:
+        os.setgroups([])
+        os.setgid(SANDBOX_UID)
+        os.setuid(SANDBOX_UID)
+    processes.die_with_parent(signal.SIGKILL)  # after setuid, which clears the parent-death signal
 
 
 _started_by_us: set[int] = set()

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import submission as submissions
-from .sandbox import Client, Limits, WorkerProcess, Zygote, bwrap_problem
+from .sandbox import Client, Limits, WorkerProcess, Zygote, bwrap_problem, remove_stale_stages
 
 if TYPE_CHECKING:
     from .remote import Connection, Submission
@@ -83,6 +83,7 @@ class GradingSession:
         loaded = submissions.load(path)
         if device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"unknown device {device!r}: use auto, cpu or cuda")
+        remove_stale_stages()
         zygote, client = start_sandbox(loaded, device=device, limits=limits)
         try:
             session = cls.around(path, loaded, zygote, client, device=device, opened_at=opened_at)

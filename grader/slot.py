@@ -117,6 +117,7 @@ class _Slot:
                     result = {"status": "failed", "reason": f"the sandbox failed ({attempt} times): {error}"}
                     continue
                 except Exception as error:  # one submission's trouble never stops the slot
+                    self._discard_sandbox()  # nor reaches the next submission through the sandbox
                     result = {"status": "failed", "reason": f"{type(error).__name__}: {error}"}
                 break
             if result.get("child"):

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import os
 import shutil
-import stat
-import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -18,56 +18,75 @@ from grader.session import GradingSession
 
 REPO = Path(__file__).resolve().parents[2]
 
-# Passes the grader's bubblewrap probe (which runs `true`) and fails every real sandbox, the way a
+# Passes the grader's bubblewrap probe (the only one with a 1 MiB /tmp) and fails every real sandbox, the way a
 # machine whose user namespaces break halfway would.
 LATE_FAILING_BWRAP = """#!/bin/sh
-for last; do :; done
-if [ "$last" = "true" ]; then exec "{bwrap}" "$@"; fi
+case "$*" in *"--size 1048576 --tmpfs /tmp"*) exec "{bwrap}" "$@";; esac
 echo "bwrap: setting up uid map: Permission denied" >&2
 exit 1
 """
 
-# Runs bubblewrap as the grader ran it before it dropped root's capabilities inside the sandbox.
-ROOTFUL_BWRAP = """#!{python}
-import os, sys
-args, skip = [], 0
-for arg in sys.argv[1:]:
-    if skip:
-        skip -= 1
-    elif arg in ("--uid", "--gid", "--cap-drop"):
-        skip = 1
-    elif arg != "--unshare-user":
-        args.append(arg)
-os.execv("{bwrap}", ["bwrap", *args])
+# Runs bubblewrap with libseccomp's bindings replaced by a stand-in whose filters do nothing: a
+# machine where the worker's lock silently does not hold.
+HOLLOW_SECCOMP_BWRAP = """#!/bin/sh
+# The stand-in is bound last, just before the command ("--"), so that no later bind hides it.
+for arg; do
+    shift
+    if [ "$arg" = "--" ]; then set -- "$@" --ro-bind "{hollow}" "{pyseccomp}"; fi
+    set -- "$@" "$arg"
+done
+exec "{bwrap}" "$@"
+"""
+HOLLOW_PYSECCOMP = """
+ALLOW, MASKED_EQ, NE = 0, 1, 2
+def ERRNO(number): return number
+def Arg(*args): return args
+class SyscallFilter:
+    def __init__(self, default): pass
+    def add_rule(self, *args): pass
+    def load(self): pass
 """
 
 needs_bwrap = pytest.mark.skipif(bwrap_problem() is not None, reason=f"bubblewrap unusable here: {bwrap_problem()}")
 
 
 @pytest.fixture
-def late_failing_bwrap(tmp_path: Path) -> Path:
-    return _script(tmp_path, LATE_FAILING_BWRAP)
+def late_failing_bwrap(open_folder: Path) -> Path:
+    return _script(open_folder, LATE_FAILING_BWRAP)
 
 
-def _script(folder: Path, text: str) -> Path:
+@pytest.fixture
+def open_folder() -> Iterator[Path]:
+    """A folder uid 65534 can read (bubblewrap runs as 65534 when the tests run as root): not under tmp_path."""
+    folder = Path(tempfile.mkdtemp(prefix="kit-bwrap-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _script(folder: Path, text: str, **more: str) -> Path:
     real = shutil.which("bwrap")
     if real is None:
         pytest.skip("bubblewrap is not installed")
     script = folder / "bwrap"
-    script.write_text(text.format(bwrap=real, python=sys.executable))
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    script.write_text(text.format(bwrap=real, **more))
+    script.chmod(0o755)
     return script
 
 
 @needs_bwrap
-@pytest.mark.skipif(os.geteuid() != 0, reason="only root keeps capabilities inside bubblewrap")
-def test_a_sandbox_that_fails_its_self_test_is_not_used_and_the_report_says_why(grader_cli, tmp_path, monkeypatch):
-    monkeypatch.setenv("GRADER_BWRAP", str(_script(tmp_path, ROOTFUL_BWRAP)))
+def test_a_sandbox_that_fails_its_self_test_is_not_used_and_the_report_says_why(grader_cli, tmp_path, monkeypatch,
+                                                                                   open_folder):
+    hollow = open_folder / "pyseccomp.py"
+    hollow.write_text(HOLLOW_PYSECCOMP)
+    real = Path(importlib.util.find_spec("pyseccomp").origin).resolve()
+    monkeypatch.setenv("GRADER_BWRAP", str(_script(open_folder, HOLLOW_SECCOMP_BWRAP, hollow=str(hollow),
+                                                    pyseccomp=str(real))))
     run = grader_cli.check(REPO / "solutions", tmp_path / "report.json")
     assert run.returncode == 0, run.describe()
     assert run.report["sandbox"] == "none", run.report["sandbox"]
     warning = " ".join(run.report["warnings"])
-    assert "failed its self-test" in warning and "/proc/PID/mem" in warning, warning
+    assert "failed its self-test" in warning and "start a process" in warning, warning
     assert run.report["score"] == 10
 
     submissions = tmp_path / "class"
