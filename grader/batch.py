@@ -114,7 +114,7 @@ def run(
     # however it ends, so that no student's files stay on disk after it.
     remove_stale_stages()
     stage_dir = Path(tempfile.mkdtemp(prefix=f"grader-batch-{os.getpid()}-"))
-    stage_dir.chmod(0o711)  # reached, never listed, by bubblewrap running as uid 65534
+    stage_dir.chmod(0o711)  # crossed, never listed, by bubblewrap running as uid 65534
     try:
         return _run_slots(entries, todo, results, out, selection, keys, stage_dir, jobs=jobs, timeout_s=timeout_s,
                           device=device, on_result=on_result)

@@ -35,6 +35,8 @@ DENIED = (
     "mount", "umount2", "pivot_root", "chroot", "unshare", "setns", "mount_setattr", "move_mount",
     "open_tree", "fsopen", "fsconfig", "fsmount", "fspick", "open_by_handle_at", "name_to_handle_at",
     "socket", "socketpair",
+    # Memory no limit counts: a memfd's pages, and extended attributes on the scratch tmpfs (not in its size).
+    "memfd_create", "memfd_secret", "setxattr", "lsetxattr", "fsetxattr",
     "io_uring_setup", "io_uring_enter", "io_uring_register",
     "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
     "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot",

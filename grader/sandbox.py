@@ -144,20 +144,27 @@ def bwrap_problem() -> str | None:
     path = os.environ.get("GRADER_BWRAP") or shutil.which("bwrap")
     if path is None:
         return "bubblewrap (bwrap) is not installed; install it with `apt-get install bubblewrap`"
-    # The probe runs as the sandbox will (as uid 65534 when we are root) and checks that Python and
-    # the packages the worker imports are readable there.
-    needed = [sys.executable, *_python_paths()]
-    check = 'for p; do [ -r "$p" ] || { echo "cannot read $p as uid $(id -u)" >&2; exit 3; }; done'
+    # The probe runs the sandbox's own command line, as its user (65534 when we are root), and checks
+    # that Python and the packages the worker imports are readable there.
+    stages = os.environ.get("GRADER_STAGE_DIR") or tempfile.gettempdir()
+    needed = [sys.executable, *_python_paths(), stages]
+    check = ('for p; do [ -x "$p" ] || { echo "cannot reach ${p#/host} as uid $(id -u): let others cross it and the '
+             'folders above it (chmod o+x), or set TMPDIR to a folder they can" >&2; exit 3; }; done')
+    bwrap = BwrapCommand(None, "cpu", Limits())
+    bwrap.args[0] = path
     try:
         probe = subprocess.run(
-            [path, *_namespaces(), "--ro-bind", "/", "/", "--proc", "/proc", "--size", str(2**20), "--tmpfs", "/tmp",
-             "/bin/sh", "-c", check, "sh", *needed],
+            [*bwrap.args[:-len(_TAIL)], "--ro-bind", "/", "/host", *_TAIL, "/bin/sh", "-c", check, "sh",
+             *(f"/host{p}" for p in needed)],
             capture_output=True, text=True, timeout=30, cwd="/", preexec_fn=_as_sandbox_user,
         )
     except (OSError, subprocess.SubprocessError) as error:
         return f"bubblewrap cannot run here ({error})"
     if probe.returncode != 0:
         reason = (probe.stderr.strip().splitlines() or ["unknown error"])[-1]
+        if "Permission denied" in reason and os.geteuid() == 0:
+            reason += f"; bubblewrap runs as uid {SANDBOX_UID} when the grader is root: let others cross the folders " \
+                      "above Python and TMPDIR (chmod o+x)"
         return f"bubblewrap cannot create a sandbox on this machine ({reason})"
     return None
 
@@ -223,10 +230,14 @@ class Zygote:
 
         self.limits = limits
         self.isolated = isolate
+        # RLIMIT_DATA misses shared mappings (an anonymous MAP_SHARED region is not "data"), so on the
+        # CPU a worker may also map no more than its memory limit beyond what the zygote already holds.
+        # CUDA reserves address space by the terabyte: not there.
+        self.address_space_above_zygote = None if _gpu(device) else limits.rlimits(isolated=isolate)["RLIMIT_DATA"]
         # bubblewrap may run as uid 65534: it must reach and read the stage, and Python must list it,
-        # so the stage is 0755 inside a folder of ours that others may cross but not list.
+        # so the stage is 0755 under a random name inside a folder of ours that others may cross but not list.
         self._home = Path(tempfile.mkdtemp(prefix=f"grader-{os.getpid()}-", dir=os.environ.get("GRADER_STAGE_DIR")))
-        self._home.chmod(0o711)
+        self._home.chmod(0o711)  # crossed, never listed
         self.stage = self._home / secrets.token_hex(8)
         self.stage.mkdir(mode=0o755)
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - the zygote writes here until close()
@@ -254,8 +265,9 @@ class Zygote:
             "from gradeworker.zygote import main; main(config)"
         )
         command = [sys.executable, "-I", "-S", "-c", bootstrap, json.dumps(config)]
-        if isolate:
-            command = [*_bwrap_command(self.stage, device, limits), *command]
+        bwrap = BwrapCommand(self.stage, device, limits) if isolate else None
+        if bwrap is not None:
+            command = [*bwrap.args, *command]
         self.process = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
@@ -464,7 +476,8 @@ class Client:
         limits = self.zygote.limits
         ours = [to_worker_w, from_worker_r, out_r, err_r]
         try:
-            request = self._send({"op": "spawn", "limits": limits.rlimits(isolated=self.zygote.isolated), "threads": 1},
+            request = self._send({"op": "spawn", "limits": limits.rlimits(isolated=self.zygote.isolated), "threads": 1,
+                                  "address_space_above_zygote": self.zygote.address_space_above_zygote},
                                  [to_worker_r, from_worker_w, out_w, err_w])
         except OSError:
             for fd in ours:
@@ -663,41 +676,53 @@ def _python_paths() -> list[str]:
     return list(dict.fromkeys(paths))
 
 
-def _bwrap_command(stage: Path, device: str, limits: Limits) -> list[str]:
-    command = [os.environ.get("GRADER_BWRAP") or shutil.which("bwrap") or "bwrap", *_namespaces(),
-               "--proc", "/proc", "--dev", "/dev"]
-    for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
-        if os.path.islink(top):
-            command += ["--symlink", os.readlink(top), top]
-        elif os.path.isdir(top):
-            command += ["--ro-bind", top, top]
-    for path in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime"):
-        if os.path.exists(path):
-            command += ["--ro-bind", path, path]
-    bound: list[str] = []
-    for path in [sys.base_prefix, sys.prefix, *_python_paths()]:
-        real = os.path.realpath(path)
-        if not any(real == b or real.startswith(b + os.sep) for b in bound):
-            command += ["--ro-bind", real, real]
-            if real != path:
-                command += ["--symlink", real, path]
-            bound.append(real)
-    # An installed copy of the kit inside site-packages must stay out of sight too.
-    for site_dir in _python_paths():
-        for name in ("solutions", "tests", "grader", "exercises"):
-            if os.path.isdir(os.path.join(site_dir, name)):
-                command += ["--tmpfs", os.path.realpath(os.path.join(site_dir, name))]
-    if _gpu(device):
-        command += ["--ro-bind-try", "/sys", "/sys", "--ro-bind-try", "/usr/local/nvidia", "/usr/local/nvidia"]
-        for name in sorted(os.listdir("/dev")):
-            if name.startswith("nvidia"):
-                command += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
-    # Scratch space: /tmp gets three quarters of the cap, /dev/shm the rest; nothing else is writable.
-    shm = max(2**20, limits.scratch_bytes // 4)
-    command += ["--size", str(limits.scratch_bytes - shm), "--tmpfs", "/tmp",
-                "--size", str(shm), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
-    command += ["--ro-bind", str(stage), "/sandbox", "--remount-ro", "/", "--chdir", "/tmp", "--"]
-    return command
+_TAIL = ("--remount-ro", "/", "--chdir", "/tmp", "--")
+
+
+class BwrapCommand:
+    """bubblewrap's arguments for a sandbox of `stage` (None: the same sandbox without one, for the probe)."""
+
+    def __init__(self, stage: Path | None, device: str, limits: Limits) -> None:
+        args = [os.environ.get("GRADER_BWRAP") or shutil.which("bwrap") or "bwrap", *_namespaces(),
+                "--proc", "/proc", "--dev", "/dev"]
+        for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+            if os.path.islink(top):
+                args += ["--symlink", os.readlink(top), top]
+            elif os.path.isdir(top):
+                args += ["--ro-bind", top, top]
+        for path in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime"):
+            if os.path.exists(path):
+                args += ["--ro-bind", path, path]
+        bound: list[str] = []
+        for path in [sys.base_prefix, sys.prefix, *_python_paths()]:
+            real = os.path.realpath(path)
+            if not any(real == b or real.startswith(b + os.sep) for b in bound):
+                args += self._bind(real, real)
+                if real != path:
+                    args += ["--symlink", real, path]
+                bound.append(real)
+        # An installed copy of the kit inside site-packages must stay out of sight too.
+        for site_dir in _python_paths():
+            for name in ("solutions", "tests", "grader", "exercises"):
+                if os.path.isdir(os.path.join(site_dir, name)):
+                    args += ["--tmpfs", os.path.realpath(os.path.join(site_dir, name))]
+        if _gpu(device):
+            args += ["--ro-bind-try", "/sys", "/sys", "--ro-bind-try", "/usr/local/nvidia", "/usr/local/nvidia"]
+            for name in sorted(os.listdir("/dev")):
+                if name.startswith("nvidia"):
+                    args += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+        # Scratch space: /tmp gets three quarters of the cap, /dev/shm the rest; nothing else is writable.
+        shm = max(2**20, limits.scratch_bytes // 4)
+        args += ["--size", str(limits.scratch_bytes - shm), "--tmpfs", "/tmp",
+                 "--size", str(shm), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
+        if stage is not None:
+            args += self._bind(str(stage), "/sandbox")
+        self.args = [*args, *_TAIL]
+
+    def _bind(self, source: str, destination: str) -> list[str]:
+        # bubblewrap may run as uid 65534: every folder above `source` must let others cross it
+        # (`bwrap_problem` checks, and says so); `--ro-bind-fd` would not help, bubblewrap resolves the path.
+        return ["--ro-bind", source, destination]
 
 
 def _gpu(device: str) -> bool:

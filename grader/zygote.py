@@ -121,6 +121,10 @@ class Zygote:
             sys.modules[f"{__package__}.instrument"].count_ops(torch.add, [torch.zeros(2), 1], {})
 
     def spawn(self, request: dict[str, Any], fds: list[int], client: socket.socket) -> int:
+        limits = dict(request.get("limits", {}))
+        above = request.get("address_space_above_zygote")
+        if isinstance(above, int) and above > 0:
+            limits["RLIMIT_AS"] = _address_space() + above
         pid = os.fork()
         if pid == 0:
             code = 1
@@ -129,7 +133,7 @@ class Zygote:
                 client.close()
                 _become_worker(fds, confined=self.confined)
                 worker = sys.modules[f"{__package__}.worker"]
-                worker.serve(fds[0], fds[1], limits=request.get("limits", {}), threads=int(request.get("threads", 1)))
+                worker.serve(fds[0], fds[1], limits=limits, threads=int(request.get("threads", 1)))
                 code = 0
             except BaseException:
                 traceback.print_exc()
@@ -195,6 +199,12 @@ def _become_worker(fds: list[int], *, confined: bool) -> None:
                 os.close(int(name))
     if confined:
         confine.confine_worker()
+
+
+def _address_space() -> int:
+    """This process's mapped address space in bytes (what a forked worker starts with)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _receive(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:

@@ -137,6 +137,16 @@ def _graded_by_someone_else(pid: int, token: bytes) -> bool:
     return False
 
 
+_TMPDIRS: list[Path] = []  # the gradings' own TMPDIRs, removed when the module's tests are done
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_tmpdirs() -> Iterator[None]:
+    yield
+    for folder in _TMPDIRS:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 class Aftermath:
     """What one grading, run with `env`, leaves behind on the host: processes, and files in its TMPDIR.
 
@@ -151,9 +161,11 @@ class Aftermath:
         self.before = _sandbox_processes()
         value = f"{os.getpid()}-{time.monotonic_ns()}"
         self.token = f"KIT_ISOLATION_RUN={value}".encode()
-        self.tmpdir = workdir / "tmp"
-        self.tmpdir.mkdir()
+        # Not under workdir: bubblewrap runs as uid 65534 when the grader is root, and must cross every
+        # folder above its stage (pytest's tmp_path sits in a private folder).
+        self.tmpdir = Path(tempfile.mkdtemp(prefix="kit-isolation-tmp-"))
         self.tmpdir.chmod(0o1777)
+        _TMPDIRS.append(self.tmpdir)
         self.env = {"KIT_ISOLATION_RUN": value, "TMPDIR": str(self.tmpdir)}
 
     def _new(self) -> list[int]:
@@ -487,6 +499,27 @@ def test_no_network_reaches_out(graded_alone):
     assert not graded.reached, f"the sandbox connected to the host's {graded.reached}\n{graded.describe()}"
     connected = [claim for claim in claimed(r"connected=\[([^\]]*)\]", graded.run.report) if claim.strip()]
     assert not connected, f"the sandbox connected to {sorted(set(connected))}\n{graded.describe()}"
+
+
+def test_the_kernels_settings_stay_out_of_reach(graded_alone):
+    graded = graded_alone("kernel_settings")
+    writable = [claim for claim in claimed(r"writable=\[([^\]]*)\]", graded.run.report) if claim.strip()]
+    assert not writable, f"the worker could open {sorted(set(writable))} for writing\n{graded.describe()}"
+
+
+def test_memory_the_data_limit_misses_is_refused(graded_alone):
+    graded = graded_alone("uncounted_memory")
+    held = [claim for claim in claimed(r"held=\[([^\]]*)\]", graded.run.report) if claim.strip()]
+    assert not held, f"the worker held memory no limit counts: {sorted(set(held))}\n{graded.describe()}"
+
+
+def test_a_worker_that_stops_reading_cannot_stall_grading_past_its_budget(grader_cli, tmp_path):
+    submission = tmp_path / "submission"
+    shutil.copytree(ISOLATION / "stalled_pipe", submission)
+    run = grader_cli.run("check", "attention", "--suite", "public", "--submission", str(submission), "--timeout", "15",
+                         json_path=tmp_path / "report.json", timeout=90)
+    assert run.returncode == 0 and run.seconds < 60, run.describe()
+    assert attention_score(run.report) == 0
 
 
 # --- (b) each attack followed by an innocent classmate, in one batch --------------------------------------

@@ -18,10 +18,11 @@ from grader.session import GradingSession
 
 REPO = Path(__file__).resolve().parents[2]
 
-# Passes the grader's bubblewrap probe (the only one with a 1 MiB /tmp) and fails every real sandbox, the way a
+# Passes the grader's bubblewrap probe (the only sandbox that sees the host at /host) and fails every real
+# sandbox, the way a
 # machine whose user namespaces break halfway would.
 LATE_FAILING_BWRAP = """#!/bin/sh
-case "$*" in *"--size 1048576 --tmpfs /tmp"*) exec "{bwrap}" "$@";; esac
+case "$*" in *"--ro-bind / /host"*) exec "{bwrap}" "$@";; esac
 echo "bwrap: setting up uid map: Permission denied" >&2
 exit 1
 """

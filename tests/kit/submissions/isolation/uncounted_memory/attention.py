@@ -1,0 +1,38 @@
+"""Isolation: holds memory where RLIMIT_DATA does not look (a shared mapping, a memfd, extended attributes).
+
+Each attempt is sized over the default memory limit (4 GiB) or stores data the tmpfs cap does not
+count, but touches almost nothing, so that the host is safe even if the sandbox lets it through.
+The message lists what succeeded (`held=[...]`).
+"""
+
+import mmap
+import os
+
+import torch
+
+OVER_THE_LIMIT = 6 * 2**30
+
+
+def attention(query, key, value, dropout=None, mask=None):
+    held = []
+    try:
+        region = mmap.mmap(-1, OVER_THE_LIMIT)  # MAP_SHARED | MAP_ANONYMOUS: not "data"
+        region[0] = 1
+        held.append("shared-mapping")
+        region.close()
+    except (OSError, ValueError):
+        pass
+    try:
+        os.close(os.memfd_create("KIT_ISOLATION_MARKER"))
+        held.append("memfd")
+    except OSError:
+        pass
+    try:
+        with open("/tmp/xattr-carrier", "w"):
+            pass
+        os.setxattr("/tmp/xattr-carrier", "user.payload", b"x" * 4096)
+        held.append("xattr")
+    except OSError:
+        pass
+    message = "held=[" + ", ".join(held) + "]"  # not in the raise line, which the report quotes
+    raise RuntimeError(message)
