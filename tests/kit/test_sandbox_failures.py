@@ -19,8 +19,7 @@ from grader.session import GradingSession
 REPO = Path(__file__).resolve().parents[2]
 
 # Passes the grader's bubblewrap probe (the only sandbox that sees the host at /host) and fails every real
-# sandbox, the way a
-# machine whose user namespaces break halfway would.
+# sandbox, the way a machine whose user namespaces break halfway would.
 LATE_FAILING_BWRAP = """#!/bin/sh
 case "$*" in *"--ro-bind / /host"*) exec "{bwrap}" "$@";; esac
 echo "bwrap: setting up uid map: Permission denied" >&2
