@@ -119,17 +119,19 @@ class GraderCLI:
     """The grader's command line, run from the repository root as an instructor would run it."""
 
     def run(self, *args: str, json_path: Path | None = None, timeout: float = GRADE_TIMEOUT_S,
-            cwd: Path = REPO) -> Run:
+            cwd: Path = REPO, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()) -> Run:
         """`python -m grader ARGS [--json JSON_PATH]`; a run past `timeout` is killed, not raised.
 
         `cwd` is where it runs (the grader keeps its `.grader/` state there); the grader is this checkout's.
+        `env` replaces the environment, `prefix` goes before the command (e.g. setpriv to another user).
         """
         argv = [*args, *(["--json", str(json_path)] if json_path else [])]
         start = time.monotonic()
         # Its own session, so that a grader stuck past the bound can be killed with all it started.
         with subprocess.Popen(
-            [sys.executable, "-m", "grader", *argv], cwd=cwd, env=_environment(), text=True, errors="replace",
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+            [*prefix, sys.executable, "-m", "grader", *argv], cwd=cwd, env=env or _environment(), text=True,
+            errors="replace", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True,
         ) as proc:
             try:
                 stdout, stderr = proc.communicate(timeout=timeout)

@@ -330,30 +330,8 @@ def kit(grader_cli) -> Any:
 
 def run_grader(kit: Any, args: list[str], *, env: dict[str, str], cwd: Path, timeout_s: float = 300.0,
                prefix: tuple[str, ...] = (), json_path: Path | None = None) -> Any:
-    """`[PREFIX] python -m grader ARGS [--json JSON_PATH]` in its own session, as the conftest's `Run`.
-
-    A run past `timeout_s` is killed with all it started (returncode None).
-    """
-    args = [*args, *(["--json", str(json_path)] if json_path else [])]
-    start = time.monotonic()
-    with subprocess.Popen(
-        [*prefix, sys.executable, "-m", "grader", *args], cwd=cwd, env=env, text=True, errors="replace",
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-    ) as process:
-        try:
-            stdout, stderr = process.communicate(timeout=timeout_s)
-            returncode: int | None = process.returncode
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            stdout, stderr = process.communicate()
-            returncode = None
-    run = kit.Run(args, returncode, stdout, stderr, time.monotonic() - start)
-    if json_path is not None and json_path.is_file():
-        try:
-            run.report = json.loads(json_path.read_text())
-        except ValueError as error:
-            run.report = f"unreadable JSON: {error}"
-    return run
+    """`[PREFIX] python -m grader ARGS [--json JSON_PATH]`, as the conftest's `Run` (None: killed past `timeout_s`)."""
+    return kit.GraderCLI().run(*args, json_path=json_path, timeout=timeout_s, cwd=cwd, env=env, prefix=prefix)
 
 
 def attention_messages(report: Any) -> str:
@@ -472,10 +450,18 @@ def test_planted_code_never_runs_in_the_grader(graded_alone):
     assert not ran, "code planted by the submission ran in the trusted grader:\n" + "\n".join(ran)
 
 
+def assert_claims_nothing(graded: Graded, name: str, what: str) -> None:
+    """The attack's own list `name=[...]` of what it got is empty (evidence where nothing outside can tell)."""
+    got = [claim for claim in claimed(name + r"=\[([^\]]*)\]", graded.run.report) if claim.strip()]
+    assert not got, f"{what}: {sorted(set(got))}\n{graded.describe()}"
+
+
 def test_the_zygote_cannot_be_read_traced_or_robbed(graded_alone):
-    graded = graded_alone("zygote_memory")
-    opened = [claim for claim in claimed(r"opened=\[([^\]]*)\]", graded.run.report) if claim.strip()]
-    assert not opened, f"the worker got into its zygote: {sorted(set(opened))}\n{graded.describe()}"
+    assert_claims_nothing(graded_alone("zygote_memory"), "opened", "the worker got into its zygote")
+
+
+def test_the_zygote_cannot_be_signalled(graded_alone):
+    assert_claims_nothing(graded_alone("signal_zygote"), "signalled", "the worker signalled")
 
 
 def test_scratch_space_is_capped(graded_alone):
@@ -497,20 +483,15 @@ def test_process_count_is_capped(graded_alone):
 def test_no_network_reaches_out(graded_alone):
     graded = graded_alone("network")
     assert not graded.reached, f"the sandbox connected to the host's {graded.reached}\n{graded.describe()}"
-    connected = [claim for claim in claimed(r"connected=\[([^\]]*)\]", graded.run.report) if claim.strip()]
-    assert not connected, f"the sandbox connected to {sorted(set(connected))}\n{graded.describe()}"
+    assert_claims_nothing(graded, "connected", "the sandbox connected to")
 
 
 def test_the_kernels_settings_stay_out_of_reach(graded_alone):
-    graded = graded_alone("kernel_settings")
-    writable = [claim for claim in claimed(r"writable=\[([^\]]*)\]", graded.run.report) if claim.strip()]
-    assert not writable, f"the worker could open {sorted(set(writable))} for writing\n{graded.describe()}"
+    assert_claims_nothing(graded_alone("kernel_settings"), "writable", "the worker could open for writing")
 
 
 def test_memory_the_data_limit_misses_is_refused(graded_alone):
-    graded = graded_alone("uncounted_memory")
-    held = [claim for claim in claimed(r"held=\[([^\]]*)\]", graded.run.report) if claim.strip()]
-    assert not held, f"the worker held memory no limit counts: {sorted(set(held))}\n{graded.describe()}"
+    assert_claims_nothing(graded_alone("uncounted_memory"), "held", "the worker held memory no limit counts")
 
 
 def test_a_worker_that_stops_reading_cannot_stall_grading_past_its_budget(grader_cli, tmp_path):
@@ -648,7 +629,7 @@ def test_batch_leaves_nothing_on_disk(class_batch):
 
 # --- (c) the same, with the grader run by an unprivileged user -------------------------------------------
 
-UNPRIVILEGED_NAMES = [name for name in ("lurker", "stop_zygote") if name in NAMES]
+UNPRIVILEGED_NAMES = [name for name in ("lurker", "signal_zygote") if name in NAMES]
 
 
 def _unprivileged_problem(env: dict[str, str]) -> str | None:
@@ -671,7 +652,7 @@ def _unprivileged_problem(env: dict[str, str]) -> str | None:
 
 @pytest.fixture(scope="module")
 def unprivileged_batch(kit, grader_env) -> Iterator[Batch]:
-    """Lurker and stop_zygote, each followed by an innocent, graded by `grader batch` running as uid 65534."""
+    """Lurker and signal_zygote, each followed by an innocent, graded by `grader batch` running as uid 65534."""
     problem = _unprivileged_problem(grader_env)
     if problem:
         pytest.skip(problem)

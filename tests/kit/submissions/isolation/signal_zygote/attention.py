@@ -1,7 +1,8 @@
-"""Isolation: stops the zygote (the worker's parent) with SIGSTOP, then every process it can signal.
+"""Isolation: stops, then kills, the zygote (the worker's parent), then every process it can signal.
 
 A stopped zygote forks no more workers and cleans up after no one: the next submission graded in
-the same sandbox would wait forever. The message lists what it stopped (`stopped=[...]`).
+the same sandbox would wait forever; a killed one takes the sandbox with it. The message lists what
+each signal reached (`signalled=[...]`).
 Never harms the host: it signals only its parent (the zygote), and kill(-1) only when every process it
 can see is the sandbox's own (a PID namespace), never where it could reach processes outside.
 """
@@ -43,18 +44,21 @@ def _is_the_zygote(pid):
 
 
 def attention(query, key, value, dropout=None, mask=None):
-    stopped = []
+    signalled = []
     parent = os.getppid()
-    if parent > 1 and _is_the_zygote(parent):
-        try:
-            os.kill(parent, signal.SIGSTOP)
-            stopped.append("zygote")
-        except OSError:
-            pass
-    if _contained():
-        try:
-            os.kill(-1, signal.SIGSTOP)
-            stopped.append("everything")
-        except OSError:
-            pass
-    raise RuntimeError(f"stopped={stopped}")
+    for number in (signal.SIGSTOP, signal.SIGKILL):
+        name = signal.Signals(number).name
+        if parent > 1 and _is_the_zygote(parent):
+            try:
+                os.kill(parent, number)
+                signalled.append(f"zygote:{name}")
+            except OSError:
+                pass
+        if _contained():
+            try:
+                os.kill(-1, number)
+                signalled.append(f"everything:{name}")
+            except OSError:
+                pass
+    message = "signalled=[" + ", ".join(signalled) + "]"  # not in the raise line, which the report quotes
+    raise RuntimeError(message)
