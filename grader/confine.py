@@ -5,7 +5,8 @@ Every worker, right after the zygote forks it and before any submission code run
 seccomp filter that refuses what grading never needs and an attack always does: creating
 processes (fork, exec), tracing or reading other processes (ptrace, process_vm_*), signalling
 any process but itself, mounting and namespaces, sockets, io_uring (whose requests bypass
-seccomp), kernel keyrings, BPF and perf events. Threads stay allowed: torch needs them.
+seccomp), memory no limit counts (memfd, System V shared memory, extended attributes), IPC
+objects that would outlive it, kernel keyrings, BPF and perf events. Threads stay allowed: torch needs them.
 
 `self_test` runs once per sandbox, before the zygote imports torch: a child confined exactly
 like a worker tries each thing the sandbox must refuse, and the zygote reports what happened.
@@ -37,6 +38,9 @@ DENIED = (
     "socket", "socketpair",
     # Memory no limit counts: a memfd's pages, and extended attributes on the scratch tmpfs (not in its size).
     "memfd_create", "memfd_secret", "setxattr", "lsetxattr", "fsetxattr",
+    # System V IPC and POSIX message queues: memory attached nowhere, and objects that outlive the worker
+    # in the sandbox's IPC namespace, where the next submission would find them.
+    "shmget", "msgget", "semget", "mq_open",
     "io_uring_setup", "io_uring_enter", "io_uring_register",
     "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
     "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot",

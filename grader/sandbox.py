@@ -65,7 +65,8 @@ class Limits:
     file_size_bytes: int = 64 * 2**20
     output_bytes: int = 64 * 1024
     scratch_bytes: int = 256 * 2**20  # /tmp and /dev/shm together, in the bubblewrap tier
-    tasks: int = 256  # threads of the sandbox's uid, in the bubblewrap tier when the grader is not root
+    tasks: int = 256  # threads of one worker
+    inodes: int = 65536  # files and folders in the scratch tmpfs mounts together
     health_timeout_s: float = 10.0  # for the zygote to answer between two submissions
 
     @classmethod
@@ -281,18 +282,22 @@ class Zygote:
         _started_by_us.add(self.process.pid)
         theirs.close()
         self._watching = threading.Event()
-        threading.Thread(target=self._watch_threads, daemon=True).start()
+        threading.Thread(target=self._watch, daemon=True).start()
 
-    def _watch_threads(self) -> None:
-        """Kill any worker holding more than `limits.tasks` threads, twice a second.
+    def _watch(self) -> None:
+        """Twice a second, kill the workers when one holds over `limits.tasks` threads or scratch holds over
+        `limits.inodes` files.
 
-        RLIMIT_NPROC caps threads only where the sandbox's uid is not root outside; where the grader
-        runs as root, this is the cap (a worker can start a few thousand threads between two looks).
+        RLIMIT_NPROC caps threads only where the kernel enforces it for the sandbox's uid; a tmpfs's
+        size caps its data, not its files, whose inodes the kernel keeps in memory (about 1 KiB each).
         """
         while not self._watching.wait(0.5):
-            with contextlib.suppress(psutil.Error, WorkerStartError):
-                for worker in self._zygote_process().children():
-                    if worker.num_threads() > self.limits.tasks:
+            with contextlib.suppress(psutil.Error, WorkerStartError, OSError):
+                zygote = self._zygote_process()
+                workers = zygote.children()
+                files = sum(_files_in(folder) for folder in self._scratch_folders(zygote)) if self.isolated else 0
+                for worker in workers:
+                    if worker.num_threads() > self.limits.tasks or files > self.limits.inodes:
                         worker.kill()
 
     def alive(self) -> bool:
@@ -412,6 +417,12 @@ class Zygote:
         self._control.close()
         self._log.close()
         _remove(self._home)
+
+
+def _files_in(folder: Path) -> int:
+    """How many inodes a (tmpfs) file system uses."""
+    usage = os.statvfs(folder)
+    return usage.f_files - usage.f_ffree
 
 
 def remove_stale_stages(folder: Path | None = None) -> None:
@@ -620,7 +631,8 @@ class WorkerProcess:
             name = signal.Signals(int(status["signal"])).name
             hints = {
                 "SIGSEGV": "a segmentation fault",
-                "SIGKILL": f"killed, most often for running out of memory or starting over {self.limits.tasks} threads",
+                "SIGKILL": f"killed, most often for running out of memory, starting over {self.limits.tasks} "
+                           f"threads or creating over {self.limits.inodes} files",
                 "SIGXCPU": f"over the {self.limits.cpu_seconds} s CPU-time limit",
                 "SIGXFSZ": f"over the {self.limits.file_size_bytes // 2**20} MiB file-size limit",
                 "SIGABRT": "aborted",

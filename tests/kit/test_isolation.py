@@ -48,6 +48,7 @@ MARKER = "KIT_ISOLATION_MARKER"
 SANDBOX_SIGNS = (b"gradeworker", MARKER.encode())  # in the command line of every process a sandbox runs
 LEFTOVER_GRACE_S = 3.0
 SCRATCH_CAP_BYTES = 256 * 2**20  # /tmp and /dev/shm together (GRADER_SCRATCH_MB)
+SCRATCH_FILES = 65536
 MAX_FORKS = 64
 BATCH_TIMEOUT_S = 900.0
 NOBODY = 65534
@@ -471,6 +472,14 @@ def test_scratch_space_is_capped(graded_alone):
     assert max(wrote) <= SCRATCH_CAP_BYTES + 2**20, (
         f"wrote {max(wrote) / 2**20:.0f} MiB to /tmp and /dev/shm, over the {SCRATCH_CAP_BYTES // 2**20} MiB cap\n"
         f"{graded.describe()}")
+
+
+def test_scratch_file_count_is_capped(graded_alone):
+    graded = graded_alone("many_files")
+    made = [int(n) for n in claimed(r"made (\d+) files", graded.run.report)]
+    # The grader looks twice a second: a worker may pass the 65536 files by what it makes in that time.
+    assert max(made, default=0) <= 2 * SCRATCH_FILES, (
+        f"a worker made {max(made)} files in the scratch space (at most {SCRATCH_FILES} allowed)\n{graded.describe()}")
 
 
 def test_process_count_is_capped(graded_alone):
