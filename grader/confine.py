@@ -22,6 +22,7 @@ import importlib.util
 import json
 import os
 import socket
+from collections.abc import Iterator
 from typing import Any
 
 CLONE_THREAD = 0x00010000
@@ -54,10 +55,30 @@ class Unavailable(RuntimeError):
 
 def _seccomp() -> Any:
     try:
-        import pyseccomp
+        with _known_libraries():
+            import pyseccomp
     except (ImportError, OSError, RuntimeError) as error:  # pyseccomp raises when libseccomp.so is absent
         raise Unavailable(f"libseccomp is not usable here ({error})") from None
     return pyseccomp
+
+
+@contextlib.contextmanager
+def _known_libraries() -> Iterator[None]:
+    """pyseccomp finds libc and libseccomp with ctypes.util.find_library, which runs `ldconfig -p` each
+    time (30 ms of every sandbox's start); where the usual sonames load, they are the answer."""
+    import ctypes.util
+
+    find = ctypes.util.find_library
+    known = {}
+    for name, soname in (("c", "libc.so.6"), ("seccomp", "libseccomp.so.2")):
+        with contextlib.suppress(OSError):
+            ctypes.CDLL(soname)
+            known[name] = soname
+    ctypes.util.find_library = lambda name: known.get(name) or find(name)
+    try:
+        yield
+    finally:
+        ctypes.util.find_library = find
 
 
 def available() -> str | None:
