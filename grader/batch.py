@@ -262,14 +262,21 @@ def _empty_report(entry: Entry, selection: Selection, device: str, reason: str) 
             "torch": "", "sandbox": "", "warnings": [reason], "exercises": exercises}
 
 
+# A result's status as grades.csv names it (CONTRACT.md section 4), so that a 0 is never silent.
+CSV_STATUS = {"graded": "graded", "refused": "refused", "timeout": "limit", "failed": "grader-error"}
+
+
 def write_grades_csv(results: list[Result], selection: Selection, path: Path) -> None:
-    """One row per submission: id, one column per exercise, total. Written atomically."""
+    """One row per submission: id, status, sandbox tier, one column per exercise, total. Written atomically."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["id", *selection.exercises, "total"])
+    writer.writerow(["id", "status", "sandbox", *selection.exercises, "total"])
     for result in results:
         scores = {e["id"]: e["score"] for e in result.report.get("exercises", [])}
-        writer.writerow([result.id, *(f"{scores.get(x, 0.0):g}" for x in selection.exercises),
+        # A submission skipped as done keeps the status it was graded with.
+        status = result.report.get("status", "graded") if result.status == "skipped" else result.status
+        writer.writerow([result.id, CSV_STATUS.get(status, status), result.report.get("sandbox") or "",
+                         *(f"{scores.get(x, 0.0):g}" for x in selection.exercises),
                          f"{result.report.get('score', 0.0):g}"])
     with atomic_path(path, ".tmp") as temporary:
         temporary.write_text(buffer.getvalue(), encoding="utf-8")
@@ -303,6 +310,7 @@ def summarise(results: list[Result], selection: Selection) -> dict[str, Any]:
     return {
         "submissions": len(results),
         "statuses": dict(Counter(r.status for r in results)),
+        "sandboxes": dict(Counter(r.report.get("sandbox") or "not graded" for r in results)),
         "max_score": maximum,
         "mean_score": round(sum(r.get("score", 0.0) for r in reports) / len(reports), 4) if reports else 0.0,
         "exercises": {

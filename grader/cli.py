@@ -254,8 +254,12 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
 
 def _render_summary(summary: dict, console: Console, out: Path) -> None:
     statuses = ", ".join(f"{n} {status}" for status, n in sorted(summary["statuses"].items()))
-    console.print(f"[bold]{summary['submissions']} submissions[/] ({statuses}); "
+    tiers = ", ".join(f"{n} {tier}" for tier, n in sorted(summary["sandboxes"].items()))
+    console.print(f"[bold]{summary['submissions']} submissions[/] ({statuses}; sandbox: {tiers}); "
                   f"mean {_points(summary['mean_score'])}/{_points(summary['max_score'])}")
+    if summary["sandboxes"].get("none"):
+        console.print(f"[yellow]{summary['sandboxes']['none']} submissions were graded without bubblewrap's "
+                      "isolation (sandbox: none); their reports say why.[/]")
     histogram = Table(title="Scores", title_justify="left", box=None)
     histogram.add_column("percent")
     histogram.add_column("")

@@ -96,10 +96,14 @@ def to_gradescope(report: GradeReport) -> dict[str, Any]:
                 "output": test.message,
                 "visibility": "after_published" if hidden else "visible",
             })
+    output = f"{report.score:g} / {report.max_score:g} points ({report.suite} suite, {report.device}, sandbox: " \
+             f"{report.sandbox})"
+    if report.sandbox != "bubblewrap":
+        output += f"\n\nWARNING: this submission was graded without bubblewrap's isolation (sandbox: {report.sandbox})."
     return {
         "score": report.score,
         "execution_time": round(report.duration_s, 3),
-        "output": f"{report.score:g} / {report.max_score:g} points ({report.suite} suite, {report.device})",
+        "output": output,
         "visibility": "visible",
         "tests": tests,
     }

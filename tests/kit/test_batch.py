@@ -56,14 +56,20 @@ def first_run(class_folder, tmp_path_factory):
 def test_every_submission_gets_a_report_and_a_csv_row(first_run):
     run, out = first_run
     assert run.returncode == 0, run.stderr
+    table = list(csv.reader((out / "grades.csv").open()))
+    assert table[0][:3] == ["id", "status", "sandbox"] and table[0][-1] == "total", table[0]
     rows = {row["id"]: row for row in csv.DictReader((out / "grades.csv").open())}
     assert set(rows) == {"alice", "bob", "carol", "mallory"}, rows.keys()
+    assert rows["alice"]["status"] == "graded" and rows["mallory"]["status"] == "refused", rows
+    tier = json.loads((out / "alice.json").read_text())["sandbox"]
+    assert rows["alice"]["sandbox"] == tier and tier in ("bubblewrap", "none"), rows["alice"]
     assert float(rows["alice"]["total"]) == 100 and float(rows["bob"]["total"]) == 0
     assert float(rows["carol"]["attention"]) == 10 and float(rows["carol"]["masking"]) == 0
     mallory = json.loads((out / "mallory.json").read_text())
     assert mallory["status"] == "refused" and "unsafe path" in mallory["warnings"][0]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["submissions"] == 4 and summary["statuses"] == {"graded": 3, "refused": 1}
+    assert sum(summary["sandboxes"].values()) == 4, summary["sandboxes"]
 
 
 def test_a_rerun_skips_what_is_done(first_run, class_folder):

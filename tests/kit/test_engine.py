@@ -226,6 +226,15 @@ def test_reports_are_written_atomically_and_gradescope_hides_hidden_tests(tmp_pa
     assert [t["visibility"] for t in gradescope["tests"]] == ["visible", "after_published"]
 
 
+def test_gradescope_output_names_the_sandbox_and_warns_below_bubblewrap():
+    report = fake_pytest_report(("public", "a", "passed", 1))
+    exercises = tuple(score(report, ["attention"]))
+    isolated = to_gradescope(GradeReport("sub", "all", "cpu", 1.0, torch.__version__, exercises, sandbox="bubblewrap"))
+    assert "sandbox: bubblewrap" in isolated["output"] and "WARNING" not in isolated["output"], isolated["output"]
+    bare = to_gradescope(GradeReport("sub", "all", "cpu", 1.0, torch.__version__, exercises, sandbox="none"))
+    assert "sandbox: none" in bare["output"] and "WARNING" in bare["output"], bare["output"]
+
+
 def test_exercism_results_name_each_test_its_task_and_the_overall_status():
     mixed = fake_pytest_report(("public", "a", "passed", 1), ("hidden", "b", "failed", 1))
     grade = GradeReport("sub", "all", "cpu", 1.0, torch.__version__, tuple(score(mixed, ["attention"])))
