@@ -1,4 +1,4 @@
-"""`processes` holds the two Linux process controls both sides of the boundary use; standard library only.
+"""`processes` holds the Linux process controls both sides of the boundary use; standard library only.
 
 Finding and killing process trees is the trusted side's job (`sandbox`, through psutil, from the
 host's own view of the processes); these are only the kernel settings a process makes for itself,

@@ -92,12 +92,17 @@ class Connection:
 
     def ensure_started(self) -> WorkerProcess:
         if self.process is None:
-            self.process = self.start()
-            self.generation += 1
-            self._modules.clear()
-            self._attributes.clear()
-            self._release_pending = False
+            return self._use(self.start())
         return self.process
+
+    def _use(self, process: WorkerProcess) -> WorkerProcess:
+        """Take a new worker into use: the handles of the previous one mean nothing to it."""
+        self.process = process
+        self.generation += 1
+        self._modules.clear()
+        self._attributes.clear()
+        self._release_pending = False
+        return process
 
     def close(self) -> None:
         if self.process is not None:
@@ -168,11 +173,7 @@ class Connection:
                 if attempt == 2 or self.restart is None:
                     self.sandbox_failure = str(problem)
                     raise
-                self.process = self.restart()
-                self.generation += 1
-                self._modules.clear()
-                self._attributes.clear()
-                self._release_pending = False
+                self._use(self.restart())
         raise AssertionError("unreachable")
 
     def _lost(self, what: str, *, strike: bool = True) -> None:

@@ -107,8 +107,8 @@ class Limits:
             "RLIMIT_CORE": 0,
         }
         if isolated:
-            # Counted per uid of the sandbox's own user namespace. The kernel does not enforce it
-            # where that uid is root outside (a grader run as root); the memory limit bounds threads there.
+            # Counted per uid of the sandbox's own user namespace, which is 65534 outside too (see
+            # `_as_sandbox_user`): as root's uid the kernel would not enforce it.
             limits["RLIMIT_NPROC"] = self.tasks
         return limits
 
@@ -142,8 +142,7 @@ def bwrap_problem() -> str | None:
         return "GRADER_SANDBOX=none is set"
     if _unsafe_sandbox:
         return _unsafe_sandbox[-1]
-    path = os.environ.get("GRADER_BWRAP") or shutil.which("bwrap")
-    if path is None:
+    if _bwrap() is None:
         return "bubblewrap (bwrap) is not installed; install it with `apt-get install bubblewrap`"
     # The probe runs the sandbox's own command line, as its user (65534 when we are root), and checks
     # that Python and the packages the worker imports are readable there.
@@ -151,11 +150,9 @@ def bwrap_problem() -> str | None:
     needed = [sys.executable, *_python_paths(), stages]
     check = ('for p; do [ -x "$p" ] || { echo "cannot reach ${p#/host} as uid $(id -u): let others cross it and the '
              'folders above it (chmod o+x), or set TMPDIR to a folder they can" >&2; exit 3; }; done')
-    bwrap = BwrapCommand(None, "cpu", Limits())
-    bwrap.args[0] = path
     try:
         probe = subprocess.run(
-            [*bwrap.args[:-len(_TAIL)], "--ro-bind", "/", "/host", *_TAIL, "/bin/sh", "-c", check, "sh",
+            [*_bwrap_command(None, "cpu", Limits(), more=("--ro-bind", "/", "/host")), "/bin/sh", "-c", check, "sh",
              *(f"/host{p}" for p in needed)],
             capture_output=True, text=True, timeout=30, cwd="/", preexec_fn=_as_sandbox_user,
         )
@@ -253,7 +250,8 @@ class Zygote:
         submission.stage_worker(self.stage)
         # Without bubblewrap the scratch folder is a private folder of the stage (not size-capped).
         self._scratch = self.stage / "scratch"
-        self._scratch.mkdir(mode=0o700)
+        if not isolate:
+            self._scratch.mkdir(mode=0o700)
         self._control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         config = {
             "control_fd": theirs.fileno(),
@@ -266,9 +264,8 @@ class Zygote:
             "from gradeworker.zygote import main; main(config)"
         )
         command = [sys.executable, "-I", "-S", "-c", bootstrap, json.dumps(config)]
-        bwrap = BwrapCommand(self.stage, device, limits) if isolate else None
-        if bwrap is not None:
-            command = [*bwrap.args, *command]
+        if isolate:
+            command = [*_bwrap_command(self.stage, device, limits), *command]
         self.process = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
@@ -344,7 +341,6 @@ class Zygote:
         if not isinstance(outcomes, dict) or not outcomes:
             raise WorkerStartError(f"the sandbox sent no self-test: {self.problem()}")
         allowed = sorted(str(what) for what, outcome in outcomes.items() if str(outcome).startswith("ALLOWED"))
-        self.self_test = {str(k): str(v) for k, v in outcomes.items()}
         self._self_tested = True
         if allowed and self.isolated:
             unsafe = SandboxUnsafe(f"the bubblewrap sandbox failed its self-test on this machine: it allowed a worker "
@@ -359,8 +355,7 @@ class Zygote:
         if not self.alive():
             raise WorkerStartError(f"the sandbox is gone: {self.problem()}")
         zygote = self._zygote_process()
-        if zygote.status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP):
-            raise WorkerStartError("the sandbox's zygote was stopped")
+        _check_not_stopped(zygote)  # before waiting for an answer that a stopped zygote never gives
         # The zygote answers once it has finished the previous client and killed its workers.
         reply = _request(self._control, {"op": "sync", "id": self._requests}, self._requests, self._replies,
                          timeout_s=self.limits.health_timeout_s)
@@ -370,8 +365,7 @@ class Zygote:
         spare = {self.process.pid, zygote.pid, *(p.pid for p in zygote.parents())}
         if not kill_tree(self.process.pid, spare=spare):
             raise WorkerStartError("processes of the previous submission could not be killed")
-        if zygote.status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP, psutil.STATUS_ZOMBIE):
-            raise WorkerStartError("the sandbox's zygote was stopped")
+        _check_not_stopped(zygote)
         for folder in self._scratch_folders(zygote):
             _empty(folder)
         self._busy = False
@@ -419,6 +413,11 @@ class Zygote:
         _remove(self._home)
 
 
+def _check_not_stopped(zygote: psutil.Process) -> None:
+    if zygote.status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP, psutil.STATUS_ZOMBIE):
+        raise WorkerStartError("the sandbox's zygote was stopped")
+
+
 def _children(process: psutil.Process) -> list[psutil.Process]:
     """`process.children()`, from the kernel's own list where it keeps one: psutil's walks every process
     on the machine, too slow to repeat twice a second beside a grading run."""
@@ -427,16 +426,6 @@ def _children(process: psutil.Process) -> list[psutil.Process]:
             return [psutil.Process(int(pid)) for pid in listing.read().split()]
     except (OSError, psutil.Error):
         return process.children()
-
-
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _files_in(folder: Path) -> int:
@@ -452,7 +441,7 @@ def remove_stale_stages(folder: Path | None = None) -> None:
         for entry in folder.iterdir():
             parts = entry.name.split("-")
             pid = parts[2] if entry.name.startswith("grader-batch-") else parts[1] if len(parts) > 2 else ""
-            if entry.name.startswith("grader-") and pid.isdigit() and not _exists(int(pid)) \
+            if entry.name.startswith("grader-") and pid.isdigit() and not psutil.pid_exists(int(pid)) \
                     and entry.is_dir() and not entry.is_symlink() and entry.stat().st_uid == os.geteuid():
                 _remove(entry)
 
@@ -696,7 +685,8 @@ def _worker_environment(scratch: Path | None) -> dict[str, str]:
     return environment
 
 
-def _python_paths() -> list[str]:
+@functools.cache
+def _python_paths() -> tuple[str, ...]:
     """Where the worker finds torch and safetensors; never the kit's own folder."""
     paths = []
     for name in ("torch", "safetensors", "numpy"):
@@ -705,56 +695,54 @@ def _python_paths() -> list[str]:
             raise RuntimeError(f"{name} is not installed: the grader needs it (pip install {name})")
         paths.append(str(Path(spec.origin).resolve().parent.parent))
     paths += [p for p in site.getsitepackages() if os.path.isdir(p)]
-    return list(dict.fromkeys(paths))
+    return tuple(dict.fromkeys(paths))
 
 
-_TAIL = ("--remount-ro", "/", "--chdir", "/tmp", "--")
+def _bwrap() -> str | None:
+    """The bubblewrap program: GRADER_BWRAP where set, else `bwrap` on PATH."""
+    return os.environ.get("GRADER_BWRAP") or shutil.which("bwrap")
 
 
-class BwrapCommand:
-    """bubblewrap's arguments for a sandbox of `stage` (None: the same sandbox without one, for the probe)."""
+def _bwrap_command(stage: Path | None, device: str, limits: Limits, *, more: tuple[str, ...] = ()) -> list[str]:
+    """bubblewrap's arguments for a sandbox of `stage` (None: the same sandbox without one, for the probe).
 
-    def __init__(self, stage: Path | None, device: str, limits: Limits) -> None:
-        args = [os.environ.get("GRADER_BWRAP") or shutil.which("bwrap") or "bwrap", *_namespaces(),
-                "--proc", "/proc", "--dev", "/dev"]
-        for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
-            if os.path.islink(top):
-                args += ["--symlink", os.readlink(top), top]
-            elif os.path.isdir(top):
-                args += ["--ro-bind", top, top]
-        for path in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime"):
-            if os.path.exists(path):
-                args += ["--ro-bind", path, path]
-        bound: list[str] = []
-        for path in [sys.base_prefix, sys.prefix, *_python_paths()]:
-            real = os.path.realpath(path)
-            if not any(real == b or real.startswith(b + os.sep) for b in bound):
-                args += self._bind(real, real)
-                if real != path:
-                    args += ["--symlink", real, path]
-                bound.append(real)
-        # An installed copy of the kit inside site-packages must stay out of sight too.
-        for site_dir in _python_paths():
-            for name in ("solutions", "tests", "grader", "exercises"):
-                if os.path.isdir(os.path.join(site_dir, name)):
-                    args += ["--tmpfs", os.path.realpath(os.path.join(site_dir, name))]
-        if _gpu(device):
-            args += ["--ro-bind-try", "/sys", "/sys", "--ro-bind-try", "/usr/local/nvidia", "/usr/local/nvidia"]
-            for name in sorted(os.listdir("/dev")):
-                if name.startswith("nvidia"):
-                    args += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
-        # Scratch space: /tmp gets three quarters of the cap, /dev/shm the rest; nothing else is writable.
-        shm = max(2**20, limits.scratch_bytes // 4)
-        args += ["--size", str(limits.scratch_bytes - shm), "--tmpfs", "/tmp",
-                 "--size", str(shm), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
-        if stage is not None:
-            args += self._bind(str(stage), "/sandbox")
-        self.args = [*args, *_TAIL]
-
-    def _bind(self, source: str, destination: str) -> list[str]:
-        # bubblewrap may run as uid 65534: every folder above `source` must let others cross it
-        # (`bwrap_problem` checks, and says so); `--ro-bind-fd` would not help, bubblewrap resolves the path.
-        return ["--ro-bind", source, destination]
+    `more` goes after every other mount, before / is made read-only. bubblewrap may run as uid
+    65534: every folder above a bound path must let others cross it (`bwrap_problem` checks).
+    """
+    command = [_bwrap() or "bwrap", *_namespaces(), "--proc", "/proc", "--dev", "/dev"]
+    for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            command += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            command += ["--ro-bind", top, top]
+    for path in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime"):
+        if os.path.exists(path):
+            command += ["--ro-bind", path, path]
+    bound: list[str] = []
+    for path in [sys.base_prefix, sys.prefix, *_python_paths()]:
+        real = os.path.realpath(path)
+        if not any(real == b or real.startswith(b + os.sep) for b in bound):
+            command += ["--ro-bind", real, real]
+            if real != path:
+                command += ["--symlink", real, path]
+            bound.append(real)
+    # An installed copy of the kit inside site-packages must stay out of sight too.
+    for site_dir in _python_paths():
+        for name in ("solutions", "tests", "grader", "exercises"):
+            if os.path.isdir(os.path.join(site_dir, name)):
+                command += ["--tmpfs", os.path.realpath(os.path.join(site_dir, name))]
+    if _gpu(device):
+        command += ["--ro-bind-try", "/sys", "/sys", "--ro-bind-try", "/usr/local/nvidia", "/usr/local/nvidia"]
+        for name in sorted(os.listdir("/dev")):
+            if name.startswith("nvidia"):
+                command += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+    # Scratch space: /tmp gets three quarters of the cap, /dev/shm the rest; nothing else is writable.
+    shm = max(2**20, limits.scratch_bytes // 4)
+    command += ["--size", str(limits.scratch_bytes - shm), "--tmpfs", "/tmp",
+                "--size", str(shm), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
+    if stage is not None:
+        command += ["--ro-bind", str(stage), "/sandbox"]
+    return [*command, *more, "--remount-ro", "/", "--chdir", "/tmp", "--"]
 
 
 def _gpu(device: str) -> bool:
