@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     release = commands.add_parser("release", help="build the student distribution (or the autograder bundle)")
     release.add_argument("--out", type=Path, required=True, metavar="DIR")
     release.add_argument("--autograder", action="store_true",
-                         help="include the hidden tests and the solutions, for graders and CI")
+                         help="include the hidden tests, the solutions and Gradescope's setup.sh and run_autograder")
 
     commands.add_parser("list", help="show the curriculum, your progress and the installed tests")
 
@@ -289,6 +289,8 @@ def _render_summary(summary: dict, console: Console, out: Path) -> None:
 
 
 def _release(args: argparse.Namespace, console: Console) -> int:
+    import shlex
+
     from .release import ReleaseError, build
 
     try:
@@ -297,6 +299,11 @@ def _release(args: argparse.Namespace, console: Console) -> int:
         _die(str(error))
     kind = "autograder bundle" if args.autograder else "student distribution"
     console.print(f"Wrote the {kind} to {escape(str(args.out))} ({len(written)} files).")
+    console.print("GitHub Actions: .github/workflows/grade.yml grades exercises/ on every push.")
+    if args.autograder:
+        console.print("Gradescope: setup.sh and run_autograder are at its top (see docs/gradescope.md). Upload: zip "
+                      "the folder's contents, not the folder, and upload the zip:")
+        console.print(escape(f"  (cd {shlex.quote(str(args.out))} && zip -r ../autograder.zip .)"), soft_wrap=True)
     return EXIT_OK
 
 

@@ -3,6 +3,10 @@
 The student distribution holds what a student needs to work and to grade themselves on the public
 tests; the autograder bundle adds the reference solutions and the hidden tests, for Gradescope or
 an instructor's machine. Everything is copied from a list: whatever is not named never ships.
+
+Both carry a GitHub Actions workflow that grades the repository they are pushed to; the autograder
+bundle also carries Gradescope's `setup.sh` and `run_autograder` at its top. The three are kept as
+files in `grader/recipes/` and copied as they are.
 """
 
 from __future__ import annotations
@@ -23,17 +27,26 @@ class Bundle:
     files: tuple[str, ...]  # single files, relative to the kit root
     packages: tuple[str, ...]  # folders whose *.py files are copied, recursively
     readme: str  # the file that becomes README.md
+    recipes: tuple[tuple[str, str], ...]  # (where it goes, which file of grader/recipes/)
     secret: tuple[str, ...] = ()  # folders of which nothing may ship, whatever the lists above say
 
 
+RECIPES = Path("grader/recipes")  # shipped whole in both bundles, so that the grader package is complete
+WORKFLOW = (".github/workflows/grade.yml", "grade.yml")
+GRADESCOPE = (("setup.sh", "setup.sh"), ("run_autograder", "run_autograder"))  # written with mode 0755
+EXECUTABLE = {Path(target) for target, _ in GRADESCOPE}
+
 STUDENT = Bundle(
-    files=("pyproject.toml", ".gitignore", "tests/conftest.py"),
+    files=("pyproject.toml", ".gitignore", "tests/conftest.py",
+           *(str(RECIPES / name) for _, name in (WORKFLOW, *GRADESCOPE))),
     packages=("exercises", "grader", "tests/public"),
     readme="docs/student-README.md",
+    recipes=(WORKFLOW,),
     # solutions/mistakes/ holds the catalogue of known mistakes: near-solutions, one slip each.
     secret=("solutions", "solutions/mistakes", "tests/hidden", "tests/kit"),
 )
-AUTOGRADER = Bundle(STUDENT.files, (*STUDENT.packages, "solutions", "tests/hidden"), "README.md")
+AUTOGRADER = Bundle(STUDENT.files, (*STUDENT.packages, "solutions", "tests/hidden"), "README.md",
+                    (WORKFLOW, *GRADESCOPE))
 # A release may not be written inside the folders it is built from.
 SOURCE_FOLDERS = ("exercises", "solutions", "grader", "tests", "docs", "benchmarks", ".ci", ".git")
 
@@ -50,6 +63,7 @@ def build(out: Path, *, autograder: bool = False, root: Path | None = None) -> l
         raise ReleaseError(f"{out} already exists and is not empty: choose a new folder or empty it first")
     plan: dict[Path, Path] = {Path("README.md"): root / bundle.readme}
     plan.update({Path(name): root / name for name in bundle.files})
+    plan.update({Path(target): root / RECIPES / name for target, name in bundle.recipes})
     for package in bundle.packages:
         if not (root / package).is_dir():
             raise ReleaseError(f"{root / package} is missing: build from a full checkout of the kit")
@@ -65,4 +79,6 @@ def build(out: Path, *, autograder: bool = False, root: Path | None = None) -> l
     for target, source in plan.items():
         (out / target).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, out / target)
+        if target in EXECUTABLE:
+            (out / target).chmod(0o755)
     return sorted(plan)
