@@ -92,8 +92,13 @@ def run(
     device: str,
     force: bool = False,
     on_result: Callable[[Result], None] | None = None,
+    isolation: dict[str, Any] | None = None,
 ) -> list[Result]:
-    """Grade every entry not already done; returns one Result per entry, in entry order."""
+    """Grade every entry not already done; returns one Result per entry, in entry order.
+
+    `isolation` goes to every slot with each job: `secrets` (folders kept from the sandbox), `protect`
+    and `allow_unisolated` (see `tiers.refuse_unless_isolated`).
+    """
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob(".partial-*"):  # left by a batch that was killed: its reports never landed
         shutil.rmtree(stale, ignore_errors=True)
@@ -117,14 +122,14 @@ def run(
     stage_dir.chmod(0o711)  # crossed, never listed, by bubblewrap running as uid 65534
     try:
         return _run_slots(entries, todo, results, out, selection, keys, stage_dir, jobs=jobs, timeout_s=timeout_s,
-                          device=device, on_result=on_result)
+                          device=device, on_result=on_result, isolation=isolation or {})
     finally:
         shutil.rmtree(stage_dir, ignore_errors=True)
 
 
 def _run_slots(entries: list[Entry], todo: list[Entry], results: dict[str, Result], out: Path, selection: Selection,
                keys: dict[str, str], stage_dir: Path, *, jobs: int, timeout_s: float, device: str,
-               on_result: Callable[[Result], None] | None) -> list[Result]:
+               on_result: Callable[[Result], None] | None, isolation: dict[str, Any]) -> list[Result]:
     started = [Slot(device, stage_dir) for _ in range(min(max(1, jobs), max(1, len(todo))))]
     slots: queue.Queue[Slot] = queue.Queue()
     for slot in started:
@@ -133,7 +138,7 @@ def _run_slots(entries: list[Entry], todo: list[Entry], results: dict[str, Resul
     def grade(entry: Entry) -> Result:
         slot = slots.get()
         try:
-            return _grade(slot, entry, out, selection, keys[entry.id], timeout_s, device)
+            return _grade(slot, entry, out, selection, keys[entry.id], timeout_s, device, isolation)
         finally:
             slots.put(slot)
 
@@ -216,11 +221,11 @@ class Slot:
 
 
 def _grade(slot: Slot, entry: Entry, out: Path, selection: Selection, report_key: str, timeout_s: float,
-           device: str) -> Result:
+           device: str, isolation: dict[str, Any]) -> Result:
     # The slot works in the kit's folder: every path in a job is absolute.
     partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=out.resolve())) / "report.json"
     job = {"path": str(entry.path.resolve()), "report": str(partial), "exercises": list(selection.exercises),
-           "suite": selection.suite, "timeout_s": timeout_s}
+           "suite": selection.suite, "timeout_s": timeout_s, **isolation}
     try:
         outcome = slot.grade(job, timeout_s=timeout_s + 60)
         report = _read(partial) if outcome["status"] == "graded" else None

@@ -29,13 +29,14 @@ from rich.progress import (
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 
-from . import state
+from . import state, tiers
 from .curriculum import BY_ID, EXERCISES
 from .reports import GradeReport, to_exercism, to_gradescope, write_json
 from .sandbox import Limits, WorkerStartError
 from .selection import Selection, UsageError, hidden_installed, kit_root, select
 from .session import GradingSession, resolve_device
 from .submission import SubmissionInputError
+from .tiers import IsolationRefused
 
 EXIT_OK, EXIT_FAIL_UNDER, EXIT_USAGE = 0, 1, 2
 STATUS_STYLE = {
@@ -99,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--quick", action="store_true",
                        help="skip slow tests (the capstone); they count as 0, so the score is a lower bound")
     check.add_argument("-v", "--verbose", action="store_true", help="list every test, not only failures")
+    check.add_argument("--allow-unisolated", action="store_true", help=UNISOLATED_HELP)
 
     batch = commands.add_parser("batch", help="grade every sub-folder or .zip of a folder, in parallel")
     batch.add_argument("submissions", type=Path, metavar="SUBMISSIONS_DIR")
@@ -111,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     batch.add_argument("--suite", choices=("public", "hidden", "all"), default=None)
     batch.add_argument("--force", action="store_true", help="regrade submissions whose report is up to date")
+    batch.add_argument("--allow-unisolated", action="store_true", help=UNISOLATED_HELP)
 
     release = commands.add_parser("release", help="build the student distribution (or the autograder bundle)")
     release.add_argument("--out", type=Path, required=True, metavar="DIR")
@@ -139,6 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--png", type=Path, default=None, metavar="PATH",
                       help='also write the heat-maps as a PNG image (needs pip install "attention-kit[plots]")')
     return parser
+
+
+UNISOLATED_HELP = ("grade the hidden tests, or with the solutions installed, even where no isolation stronger than "
+                   "`none` is available (refused otherwise)")
 
 
 def _positive_int(text: str) -> int:
@@ -177,8 +184,9 @@ def _check(args: argparse.Namespace, console: Console) -> int:
     try:
         selection = select(args.exercises, args.suite)
         # Opening the session starts the worker first; the imports below then overlap with its own.
-        session = GradingSession.open(submission, device=args.device)
-    except (UsageError, SubmissionInputError, ValueError) as error:
+        session = GradingSession.open(submission, device=args.device, protect=tiers.exposure(selection.suite),
+                                      allow_unisolated=args.allow_unisolated)
+    except (UsageError, SubmissionInputError, ValueError, IsolationRefused) as error:
         _die(str(error))
     from . import runner
 
@@ -228,7 +236,14 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
         selection = select(None, args.suite)
         resolve_device(args.device)
         Limits.from_environment()  # the slots read the same variables: a bad one is a usage error here, once
-    except (UsageError, ValueError) as error:
+        # Other students' submissions and the reports are secrets too, kept from each sandbox as the kit is.
+        tiers.protect(args.submissions)
+        tiers.protect(args.out)
+        protect = tiers.exposure(selection.suite) or "other students' submissions are graded here"
+        tiers.refuse_unless_isolated(why=protect, allowed=args.allow_unisolated)
+        isolation = {"secrets": [str(args.submissions.resolve()), str(args.out.resolve())], "protect": protect,
+                     "allow_unisolated": args.allow_unisolated}
+    except (UsageError, ValueError, IsolationRefused) as error:
         _die(str(error))
     entries = batch.discover(args.submissions)
     if not entries:
@@ -247,7 +262,7 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
             progress.update(task, advance=1, counts=" · ".join(f"{n} {k}" for k, n in counts.items() if n))
 
         results = batch.run(entries, args.out, selection, jobs=args.jobs, timeout_s=args.timeout,
-                            device=args.device, force=args.force, on_result=on_result)
+                            device=args.device, force=args.force, on_result=on_result, isolation=isolation)
     _render_summary(batch.summarise(results, selection), console, args.out)
     return EXIT_OK
 
@@ -308,8 +323,9 @@ def _release(args: argparse.Namespace, console: Console) -> int:
 
 
 def render(report: GradeReport, console: Console, *, verbose: bool = False) -> None:
+    warn = Console(stderr=True, highlight=False, no_color=console.no_color)
     for warning in report.warnings:
-        console.print(f"[yellow]warning:[/] {escape(warning)}")
+        warn.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     table = Table(title=f"{escape(report.submission)} · {report.suite} tests · {report.device}", title_justify="left")
     table.add_column("Exercise")
     table.add_column("Tests", justify="right")

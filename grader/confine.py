@@ -22,7 +22,7 @@ import importlib.util
 import json
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 CLONE_THREAD = 0x00010000
@@ -108,10 +108,30 @@ def confine_worker() -> None:
     rules.load()
 
 
-def self_test(python_installation: str) -> dict[str, str]:
+def fence(readable: list[str], writable: list[str]) -> str | None:
+    """Landlock: from now on this process and its children open files only beneath `readable` (to read or
+    run) and `writable` (for anything). None once it holds, else why it could not be set up."""
+    try:
+        import landlock
+        from landlock import FSAccess
+
+        ruleset = landlock.Ruleset()  # handles every access right this kernel's Landlock knows
+        read = FSAccess.READ_FILE | FSAccess.EXECUTE
+        for paths, rights in ((readable, read | FSAccess.READ_DIR), (writable, ruleset.restrict_rules)):
+            for path in paths:
+                if os.path.exists(path):
+                    ruleset.allow(path, rules=rights if os.path.isdir(path) else rights & FSAccess.all_file())
+        ruleset.apply()
+    except Exception as error:  # ImportError, or the library's errors for each syscall
+        return f"Landlock could not be set up: {type(error).__name__}: {error}"
+    return None
+
+
+def self_test(python_installation: str, *, secrets: list[str] = (), grader: int | None = None) -> dict[str, str]:
     """Fork a child confined like a worker; it tries what must be refused. Returns attempt -> outcome.
 
-    An outcome is "refused (<errno name>)" or "ALLOWED". Run before torch is imported (a fork is cheap then).
+    An outcome is "refused (<errno name>)" or "ALLOWED". `secrets` are folders it must not read, `grader`
+    the trusted process, whose environment it must not read. Run before torch is imported (a fork is cheap then).
     """
     read, write = os.pipe()
     zygote = os.getpid()
@@ -121,7 +141,7 @@ def self_test(python_installation: str) -> dict[str, str]:
         try:
             os.close(read)
             confine_worker()
-            outcomes = _attempts(zygote, python_installation)
+            outcomes = _attempts(zygote, python_installation, list(secrets), grader)
         except BaseException as error:  # whatever it is, the trusted side must hear of it
             outcomes = {"confine": f"ALLOWED (the self-test itself failed: {type(error).__name__}: {error})"}
         finally:
@@ -138,7 +158,7 @@ def self_test(python_installation: str) -> dict[str, str]:
     return outcomes
 
 
-def _attempts(zygote: int, python_installation: str) -> dict[str, str]:
+def _attempts(zygote: int, python_installation: str, secrets: list[str], grader: int | None) -> dict[str, str]:
     libc = ctypes.CDLL(None, use_errno=True)
     probe = os.path.join(python_installation, f".grader-self-test-{os.getpid()}")
 
@@ -171,6 +191,13 @@ def _attempts(zygote: int, python_installation: str) -> dict[str, str]:
     def signal_zygote() -> None:
         os.kill(zygote, 0)
 
+    def read_grader_environment() -> None:
+        with open(f"/proc/{grader}/environ", "rb") as environ:
+            environ.read(1)
+
+    def read(folder: str) -> Callable[[], None]:
+        return lambda: os.listdir(folder) and None
+
     attempts = {
         "remount the Python installation read-write": remount,
         "write into the Python installation": write_installation,
@@ -179,6 +206,8 @@ def _attempts(zygote: int, python_installation: str) -> dict[str, str]:
         "open a network socket": network_socket,
         "start a process": new_process,
         "signal the zygote": signal_zygote,
+        **({"read the grader's environment": read_grader_environment} if grader else {}),
+        **{f"read {folder}": read(folder) for folder in secrets},
     }
     outcomes = {}
     for what, attempt in attempts.items():

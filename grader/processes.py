@@ -8,8 +8,11 @@ and each is a no-op where the kernel does not offer it (macOS).
 from __future__ import annotations
 
 import ctypes
+import os
+import signal
 import sys
 
+SANDBOX_UID = 65534  # "nobody": the sandbox's uid and gid in the bubblewrap and user tiers
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
@@ -37,3 +40,19 @@ def become_subreaper() -> bool:
 def undumpable() -> bool:
     """No core dumps, and no ptrace or /proc/PID/mem access by processes without CAP_SYS_PTRACE."""
     return _prctl(_PR_SET_DUMPABLE, 0)
+
+
+def as_sandbox_user() -> None:
+    """(A preexec_fn.) Become uid/gid 65534 with no supplementary groups when we are root, and die with our parent.
+
+    bubblewrap started by root maps the sandbox's uid to root outside: no capability is left, but
+    the kernel still treats the sandbox as root wherever it checks only the uid (/proc/sys and
+    /proc/sysrq-trigger, owned by root and writable by their owner, are such places), and does not
+    count its processes against RLIMIT_NPROC. Started as 65534, it is 65534 inside and out. In the
+    `user` tier this is the whole separation: setuid away from root clears every capability.
+    """
+    if os.geteuid() == 0:
+        os.setgroups([])
+        os.setgid(SANDBOX_UID)
+        os.setuid(SANDBOX_UID)
+    die_with_parent(signal.SIGKILL)  # after setuid, which clears the parent-death signal

@@ -18,11 +18,11 @@ import pytest
 import torch
 from pytest_jsonreport.plugin import JSONReport
 
-from . import scoring
+from . import scoring, tiers
 from .plugin import PreparedSession
 from .remote import Budget
 from .reports import GradeReport
-from .sandbox import Limits, WorkerStartError, bwrap_problem
+from .sandbox import Limits, WorkerStartError
 from .selection import Selection, kit_root
 from .session import GradingSession
 
@@ -163,9 +163,9 @@ def _report(json_report: JSONReport, session: GradingSession, selection: Selecti
         raise WorkerStartError(f"the sandbox failed twice: {session.connection.sandbox_failure}")
     exercises = scoring.score(json_report.report, list(selection.exercises))
     warnings = [f"submission: {note}" for note in session.submission.notes]
-    isolated = session.isolated and all(zygote.isolated for zygote in session.workers.owned)
-    if not isolated:
-        warnings.insert(0, f"grading is not isolated: {bwrap_problem() or 'the sandbox was not used'}")
+    tier = session.tier
+    if tier != "bubblewrap":
+        warnings[:0] = tiers.warnings(tier, session.exposed())
     if budget is not None and budget.used_up:
         warnings.append(
             f"{budget.message}: {budget.tests_not_run} test(s) were not run and score 0; "
@@ -178,7 +178,7 @@ def _report(json_report: JSONReport, session: GradingSession, selection: Selecti
         duration_s=time.monotonic() - session.opened_at,
         torch=torch.__version__,
         exercises=tuple(exercises),
-        sandbox="bubblewrap" if isolated else "none",
+        sandbox=tier,
         warnings=tuple(warnings),
         time_budget_s=budget.seconds if budget is not None else None,
         budget_exhausted=budget is not None and budget.used_up,

@@ -46,6 +46,8 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from . import processes
+from .processes import SANDBOX_UID
+from .tiers import fence, mark_unsafe
 
 if TYPE_CHECKING:
     import torch
@@ -95,20 +97,20 @@ class Limits:
                              f"{MIN_WORKER_MEMORY // 2**20} MiB (the memory limit covers the scratch space too)")
         return limits
 
-    def rlimits(self, *, isolated: bool) -> dict[str, int]:
+    def rlimits(self, tier: str) -> dict[str, int]:
         # RLIMIT_DATA rather than RLIMIT_AS: torch (and CUDA above all) reserves far more address
         # space than it ever touches, while DATA counts the private writable memory actually mapped;
         # thread stacks count too, so it also bounds how many threads a worker can hold. The scratch
         # tmpfs is memory too: the worker gets what the scratch cap leaves of the memory limit.
         limits = {
-            "RLIMIT_DATA": self.memory_bytes - self.scratch_bytes if isolated else self.memory_bytes,
+            "RLIMIT_DATA": self.memory_bytes - self.scratch_bytes if tier == "bubblewrap" else self.memory_bytes,
             "RLIMIT_CPU": self.cpu_seconds,
             "RLIMIT_FSIZE": self.file_size_bytes,
             "RLIMIT_CORE": 0,
         }
-        if isolated:
-            # Counted per uid of the sandbox's own user namespace, which is 65534 outside too (see
-            # `_as_sandbox_user`): as root's uid the kernel would not enforce it.
+        if tier != "none":
+            # Counted per uid, 65534 in both tiers (see `processes.as_sandbox_user`): as root's uid the
+            # kernel would not enforce it.
             limits["RLIMIT_NPROC"] = self.tasks
         return limits
 
@@ -132,16 +134,12 @@ class SandboxUnsafe(WorkerStartError):
     """The sandbox came up but its self-test shows that it does not hold on this machine."""
 
 
-SANDBOX_UID = 65534  # "nobody" inside the sandbox's own user namespace
-
-
 @functools.cache
 def bwrap_problem() -> str | None:
     """None when bubblewrap can sandbox here, else why not (for a one-line warning)."""
-    if os.environ.get("GRADER_SANDBOX", "auto") == "none":
-        return "GRADER_SANDBOX=none is set"
-    if _unsafe_sandbox:
-        return _unsafe_sandbox[-1]
+    wanted = os.environ.get("GRADER_SANDBOX", "auto")
+    if wanted in ("none", "user"):
+        return f"GRADER_SANDBOX={wanted} is set"
     if _bwrap() is None:
         return "bubblewrap (bwrap) is not installed; install it with `apt-get install bubblewrap`"
     # The probe runs the sandbox's own command line, as its user (65534 when we are root), and checks
@@ -154,7 +152,7 @@ def bwrap_problem() -> str | None:
         probe = subprocess.run(
             [*_bwrap_command(None, "cpu", Limits(), more=("--ro-bind", "/", "/host")), "/bin/sh", "-c", check, "sh",
              *(f"/host{p}" for p in needed)],
-            capture_output=True, text=True, timeout=30, cwd="/", preexec_fn=_as_sandbox_user,
+            capture_output=True, text=True, timeout=30, cwd="/", preexec_fn=processes.as_sandbox_user,
         )
     except (OSError, subprocess.SubprocessError) as error:
         return f"bubblewrap cannot run here ({error})"
@@ -165,15 +163,6 @@ def bwrap_problem() -> str | None:
                       "above Python and TMPDIR (chmod o+x)"
         return f"bubblewrap cannot create a sandbox on this machine ({reason})"
     return None
-
-
-_unsafe_sandbox: list[str] = []  # why a started sandbox failed its self-test, once it has
-
-
-def mark_unsafe(reason: str) -> None:
-    """A bubblewrap sandbox failed its self-test: from now on this process grades without it, and says why."""
-    _unsafe_sandbox.append(reason)
-    bwrap_problem.cache_clear()
 
 
 def _namespaces() -> list[str]:
@@ -221,17 +210,18 @@ class Zygote:
     the caller starts a fresh sandbox.
     """
 
-    def __init__(self, *, device: str, limits: Limits, isolate: bool, confine: bool = True) -> None:
+    def __init__(self, *, device: str, limits: Limits, tier: str, confine: bool = True) -> None:
         """`confine=False` leaves workers without their seccomp filter: only for the kit's tests of the
         clean-up between submissions, which must hold even then."""
         from . import submission
 
         self.limits = limits
-        self.isolated = isolate
+        self.tier = tier
+        self.isolated = isolate = tier == "bubblewrap"
         # RLIMIT_DATA misses shared mappings (an anonymous MAP_SHARED region is not "data"), so on the
         # CPU a worker may also map no more than its memory limit beyond what the zygote already holds.
         # CUDA reserves address space by the terabyte: not there.
-        self.address_space_above_zygote = None if _gpu(device) else limits.rlimits(isolated=isolate)["RLIMIT_DATA"]
+        self.address_space_above_zygote = None if _gpu(device) else limits.rlimits(tier)["RLIMIT_DATA"]
         # bubblewrap may run as uid 65534: it must reach and read the stage, and Python must list it,
         # so the stage is 0755 under a random name inside a folder of ours that others may cross but not list.
         self._home = Path(tempfile.mkdtemp(prefix=f"grader-{os.getpid()}-", dir=os.environ.get("GRADER_STAGE_DIR")))
@@ -243,21 +233,27 @@ class Zygote:
         self._requests = 0
         self._replies: dict[int, dict[str, Any]] = {}
         self._self_tested = False
+        self.exposed: tuple[str, ...] = ()  # what the self-test found a worker can do (the `none` tier goes on)
         self._zygote: psutil.Process | None = None
         global _subreaper_since
         if _subreaper_since is None and processes.become_subreaper():
             _subreaper_since = time.time()
+        if tier == "none":
+            processes.undumpable()  # a worker of our own uid could otherwise read our environment in /proc
         submission.stage_worker(self.stage)
         # Without bubblewrap the scratch folder is a private folder of the stage (not size-capped).
         self._scratch = self.stage / "scratch"
         if not isolate:
             self._scratch.mkdir(mode=0o700)
+            if tier == "user":
+                os.chown(self._scratch, SANDBOX_UID, SANDBOX_UID)
         self._control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         config = {
             "control_fd": theirs.fileno(),
             "paths": ["/sandbox" if isolate else str(self.stage), *_python_paths()],
             "confine": confine,
-            "strict": isolate,
+            "strict": tier != "none",  # a sandbox that fails its self-test forks no worker
+            **({} if isolate else fence(self.stage, self._scratch, _python_paths())),
         }
         bootstrap = (
             "import json, sys; config = json.loads(sys.argv[1]); sys.path[:0] = config['paths']; "
@@ -274,7 +270,7 @@ class Zygote:
             pass_fds=(theirs.fileno(),),
             cwd=str(self.stage if isolate else self._scratch),
             env=_worker_environment(None if isolate else self._scratch),
-            preexec_fn=_as_sandbox_user if isolate else _die_with_parent,
+            preexec_fn=processes.as_sandbox_user if tier != "none" else _die_with_parent,
         )
         _started_by_us.add(self.process.pid)
         theirs.close()
@@ -342,10 +338,11 @@ class Zygote:
             raise WorkerStartError(f"the sandbox sent no self-test: {self.problem()}")
         allowed = sorted(str(what) for what, outcome in outcomes.items() if str(outcome).startswith("ALLOWED"))
         self._self_tested = True
-        if allowed and self.isolated:
-            unsafe = SandboxUnsafe(f"the bubblewrap sandbox failed its self-test on this machine: it allowed a worker "
-                                   f"to {'; '.join(allowed)}")
-            mark_unsafe(str(unsafe))
+        self.exposed = tuple(allowed)
+        if allowed and self.tier != "none":
+            unsafe = SandboxUnsafe(f"the {self.tier} sandbox failed its self-test on this machine: it allowed a "
+                                   f"worker to {'; '.join(allowed)}")
+            mark_unsafe(self.tier, str(unsafe))
             raise unsafe
 
     def recycle(self) -> None:
@@ -496,7 +493,7 @@ class Client:
         limits = self.zygote.limits
         ours = [to_worker_w, from_worker_r, out_r, err_r]
         try:
-            request = self._send({"op": "spawn", "limits": limits.rlimits(isolated=self.zygote.isolated), "threads": 1,
+            request = self._send({"op": "spawn", "limits": limits.rlimits(self.zygote.tier), "threads": 1,
                                   "address_space_above_zygote": self.zygote.address_space_above_zygote},
                                  [to_worker_r, from_worker_w, out_w, err_w])
         except OSError:
@@ -757,21 +754,6 @@ def _gpu(device: str) -> bool:
 def _die_with_parent() -> None:
     # Without bubblewrap's --die-with-parent, the zygote still must not outlive us.
     processes.die_with_parent(signal.SIGKILL)
-
-
-def _as_sandbox_user() -> None:
-    """Run bubblewrap itself as uid/gid 65534 when we are root.
-
-    bubblewrap started by root maps the sandbox's uid to root outside: no capability is left, but
-    the kernel still treats the sandbox as root wherever it checks only the uid (/proc/sys and
-    /proc/sysrq-trigger, owned by root and writable by their owner, are such places), and does not
-    count its processes against RLIMIT_NPROC. Started as 65534, it is 65534 inside and out.
-    """
-    if os.geteuid() == 0:
-        os.setgroups([])
-        os.setgid(SANDBOX_UID)
-        os.setuid(SANDBOX_UID)
-    processes.die_with_parent(signal.SIGKILL)  # after setuid, which clears the parent-death signal
 
 
 _started_by_us: set[int] = set()

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import submission as submissions
-from .sandbox import Client, Limits, WorkerProcess, Zygote, bwrap_problem, remove_stale_stages
+from . import tiers
+from .sandbox import Client, Limits, WorkerProcess, Zygote, remove_stale_stages
 
 if TYPE_CHECKING:
     from .remote import Connection, Submission
@@ -26,13 +27,16 @@ def resolve_device(requested: str) -> str:
     return requested
 
 
-def start_sandbox(loaded: submissions.Submission, *, device: str, limits: Limits) -> tuple[Zygote, Client]:
-    """A sandbox connected to `loaded`: bubblewrap where it works and has not failed its self-test, else without it.
+def start_sandbox(loaded: submissions.Submission, *, device: str, limits: Limits, protect: str = "",
+                  allow_unisolated: bool = False) -> tuple[Zygote, Client]:
+    """A sandbox connected to `loaded`, of the strongest tier that works here and has not failed its self-test.
 
-    A bubblewrap sandbox that fails its self-test says so when its first worker is awaited
-    (SandboxUnsafe); from then on `bwrap_problem()` names why, and the next sandbox started has none.
+    A sandbox that fails its self-test says so when its first worker is awaited (SandboxUnsafe);
+    from then on `tiers.choose()` names why, and the next sandbox started is of a weaker tier.
+    IsolationRefused when that is `none` and there is something to `protect` (see `tiers`).
     """
-    zygote = Zygote(device=device, limits=limits, isolate=bwrap_problem() is None)
+    choice = tiers.refuse_unless_isolated(why=protect, allowed=allow_unisolated)
+    zygote = Zygote(device=device, limits=limits, tier=choice.tier)
     try:
         return zygote, zygote.connect(loaded)
     except BaseException:
@@ -49,12 +53,15 @@ class Workers:
     zygote: Zygote
     client: Client
     owned: list[Zygote] = field(default_factory=list)
+    protect: str = ""  # what an unisolated sandbox would expose (refused then), see `tiers`
+    allow_unisolated: bool = False
 
     def start(self, *, fresh: bool = False) -> WorkerProcess:
         """A new worker; in a new sandbox when the current one died, or when `fresh`."""
         if fresh or not self.zygote.alive():
             self.client.close()
-            self.zygote, self.client = start_sandbox(self.submission, device=self.device, limits=self.zygote.limits)
+            self.zygote, self.client = start_sandbox(self.submission, device=self.device, limits=self.zygote.limits,
+                                                     protect=self.protect, allow_unisolated=self.allow_unisolated)
             self.owned.append(self.zygote)
         return self.client.spawn()
 
@@ -70,23 +77,29 @@ class GradingSession:
     submission: submissions.Submission
     device: str
     limits: Limits
-    isolated: bool
     workers: Workers
     connection: Connection
     opened_at: float = field(default_factory=time.monotonic)
 
     @classmethod
-    def open(cls, path: Path, *, device: str = "auto", limits: Limits | None = None) -> GradingSession:
-        """Load the submission and start its sandbox at once, so it warms up while we import torch."""
+    def open(cls, path: Path, *, device: str = "auto", limits: Limits | None = None, protect: str = "",
+             allow_unisolated: bool = False) -> GradingSession:
+        """Load the submission and start its sandbox at once, so it warms up while we import torch.
+
+        `protect` says what the run exposes if unisolated (the hidden tests, the solutions): then a
+        sandbox of the `none` tier is refused (IsolationRefused) unless `allow_unisolated`.
+        """
         opened_at = time.monotonic()
         limits = limits or Limits.from_environment()
         loaded = submissions.load(path)
         if device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"unknown device {device!r}: use auto, cpu or cuda")
         remove_stale_stages()
-        zygote, client = start_sandbox(loaded, device=device, limits=limits)
+        zygote, client = start_sandbox(loaded, device=device, limits=limits, protect=protect,
+                                       allow_unisolated=allow_unisolated)
         try:
             session = cls.around(path, loaded, zygote, client, device=device, opened_at=opened_at)
+            session.workers.protect, session.workers.allow_unisolated = protect, allow_unisolated
         except BaseException:
             zygote.close()
             raise
@@ -111,8 +124,17 @@ class GradingSession:
             raise
         connection = Connection(workers.start, zygote.limits, restart=lambda: workers.start(fresh=True),
                                 missing_files=loaded.missing, process=first, generation=1)
-        return cls(path, loaded, device, zygote.limits, zygote.isolated, workers, connection,
+        return cls(path, loaded, device, zygote.limits, workers, connection,
                    opened_at if opened_at is not None else time.monotonic())
+
+    @property
+    def tier(self) -> str:
+        """The weakest tier any of this run's sandboxes had."""
+        return max((zygote.tier for zygote in [self.workers.zygote, *self.workers.owned]), key=tiers.TIERS.index)
+
+    def exposed(self) -> list[str]:
+        """What the self-tests of this run's sandboxes found a worker could do (only the `none` tier goes on)."""
+        return list(dict.fromkeys(what for z in [self.workers.zygote, *self.workers.owned] for what in z.exposed))
 
     def impl(self) -> Submission:
         from .remote import Submission

@@ -25,8 +25,8 @@ import traceback
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import processes, sandbox
-from .sandbox import Client, Limits, WorkerStartError, Zygote, bwrap_problem
+from . import processes, sandbox, tiers
+from .sandbox import Client, Limits, WorkerStartError, Zygote
 from .submission import Submission
 
 EXIT_SANDBOX_FAILED = 75  # a child's exit status when the sandbox, not the submission, failed (EX_TEMPFAIL)
@@ -125,12 +125,16 @@ class _Slot:
             self._answer(result)
         return None
 
-    def _sandbox(self) -> Zygote:
-        """The slot's sandbox, started anew when there is none or it died."""
+    def _sandbox(self, job: dict[str, Any]) -> Zygote:
+        """The slot's sandbox, started anew when there is none or it died (IsolationRefused: see `tiers`)."""
         if self._zygote is not None and not self._zygote.alive():
             self._discard_sandbox()
         if self._zygote is None:
-            self._zygote = Zygote(device=self._device, limits=self._limits, isolate=bwrap_problem() is None)
+            for secret in job.get("secrets", []):
+                tiers.protect(Path(secret))
+            choice = tiers.refuse_unless_isolated(why=str(job.get("protect", "")),
+                                                  allowed=bool(job.get("allow_unisolated")))
+            self._zygote = Zygote(device=self._device, limits=self._limits, tier=choice.tier)
         return self._zygote
 
     def _discard_sandbox(self) -> None:
@@ -151,9 +155,9 @@ class _Slot:
             loaded = load(Path(job["path"]))
         except SubmissionInputError as error:
             return {"status": "refused", "reason": str(error)}
-        zygote = self._sandbox()
+        zygote = self._sandbox(job)
         # Read here, not in the child: the zygote's control socket is this process's to read.
-        # SandboxUnsafe (a WorkerStartError) makes bwrap_problem() say why, and the retry go without it.
+        # SandboxUnsafe (a WorkerStartError) makes tiers.choose() say why, and the retry use a weaker tier.
         zygote.check_self_test()
         client = zygote.connect(loaded)
         error_file = Path(job["report"]).with_suffix(".error")

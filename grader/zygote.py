@@ -42,10 +42,15 @@ def main(config: dict[str, Any]) -> None:
     control = socket.socket(fileno=config["control_fd"])
     confined = bool(config.get("confine"))
     problem = confine.available()
+    fence = config.get("fence")  # Landlock, outside bubblewrap
+    fenced = confine.fence(fence["read"], fence["write"]) if fence else None
     if problem is None:
-        outcomes = confine.self_test(confine.installation_of("torch"))
+        outcomes = confine.self_test(confine.installation_of("torch"), secrets=config.get("secrets", []),
+                                     grader=config.get("grader"))
     else:
         outcomes = {"confine the workers": f"ALLOWED ({problem})"}
+    if fenced is not None:
+        outcomes["keep to its own files"] = f"ALLOWED ({fenced})"
     _send(control, {"id": 0, "self_test": outcomes})
     # In the bubblewrap tier a sandbox that failed its self-test forks no worker, whatever it is asked:
     # the trusted side reads the outcome only when it first waits for a worker, not before.

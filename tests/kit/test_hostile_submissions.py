@@ -1,13 +1,20 @@
-"""Hostile submissions: none may crash or hang the grader, raise its score, or leave a process behind.
+"""Hostile submissions: none may crash or hang the grader, raise its score, leak a secret, or leave a process behind.
 
-No submission here holds a working `attention`, so any score above 0 means its attack worked.
+No submission here holds a working `attention`, so any score above 0 means its attack worked. Each
+is graded at every isolation tier this machine can produce: `bubblewrap`; `user` (root, with a
+`bwrap` that fails the way it does in Docker); `none` (uid 65534, no namespaces, --allow-unisolated).
+The grader's environment holds a secret that must appear in nothing the grader prints or writes.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import secrets
 import shutil
 import signal
+import stat
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +26,12 @@ REPO = Path(__file__).resolve().parents[2]
 HOSTILE = Path(__file__).resolve().parent / "submissions" / "hostile"
 NAMES = sorted(p.name for p in HOSTILE.iterdir() if p.is_dir())
 MARKER = b"KIT_HOSTILE_MARKER"
-FAKE_REPORT_NAMES = ("grader-report.json", "results.json", ".report.json", "report.json")
+FAKE_REPORT_NAMES = ("grader-report.json", "results.json", ".report.json", "report.json", "loot.txt")
+SECRET = f"kit-secret-{secrets.token_hex(8)}"
+TIERS = ("bubblewrap", "user", "none")
+NOBODY = 65534
+# What bubblewrap prints where namespaces are refused (Docker's default seccomp profile, Gradescope).
+FAILING_BWRAP = "#!/bin/sh\necho 'bwrap: Creating new namespace failed: Operation not permitted' >&2\nexit 1\n"
 LEFTOVER_GRACE_S = 3.0
 
 
@@ -68,23 +80,67 @@ def remove_fake_reports(*folders: Path) -> None:
 @dataclass
 class HostileRun:
     name: str
+    tier: str
     run: Any  # the conftest's Run
     leftovers: list[str]
 
 
-@pytest.fixture(scope="module", params=NAMES)
-def hostile(request, grader_cli, tmp_path_factory) -> HostileRun:
-    """Grades one hostile submission once; every test below reads the same run."""
-    name = request.param
+def _tier_problem(tier: str) -> str | None:
+    from grader.sandbox import bwrap_problem
+
+    if tier == "bubblewrap":
+        return bwrap_problem()
+    if os.geteuid() != 0:
+        return f"the {tier} tier is tested as root (Gradescope, Docker CI): run the kit's tests as root"
+    if tier == "none" and shutil.which("setpriv") is None:
+        return "setpriv (util-linux) is not installed"
+    return None
+
+
+@pytest.fixture(scope="module")
+def failing_bwrap() -> Any:
+    folder = Path(tempfile.mkdtemp(prefix="kit-no-namespaces-"))
+    folder.chmod(0o755)
+    program = folder / "bwrap"
+    program.write_text(FAILING_BWRAP)
+    program.chmod(0o755)
+    yield program
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module", params=[(tier, name) for tier in TIERS for name in NAMES],
+                ids=[f"{tier}-{name}" for tier in TIERS for name in NAMES])
+def hostile(request, grader_cli, grader_env, failing_bwrap) -> HostileRun:
+    """Grades one hostile submission once at one tier; every test below reads the same run."""
+    tier, name = request.param
+    problem = _tier_problem(tier)
+    if problem:
+        pytest.skip(f"no {tier} tier here: {problem}")
     assert not marked_processes(), "marked processes were alive before grading started"
-    # A copy, so that writes to the folders around it land in a temporary folder, not in the kit.
-    workdir = tmp_path_factory.mktemp(name)
+    # A copy, so that writes to the folders around it land in a temporary folder, not in the kit;
+    # one that uid 65534 can use, for the `none` tier.
+    workdir = Path(tempfile.mkdtemp(prefix=f"kit-hostile-{name}-"))
+    workdir.chmod(0o777)
     submission = workdir / "submission"
     shutil.copytree(HOSTILE / name, submission)
-    run = grader_cli.check(submission, workdir / "report.json")
-    leftovers = leftover_processes()
-    remove_fake_reports(workdir, workdir.parent, Path.home(), Path("/tmp"), REPO, Path.cwd())
-    return HostileRun(name, run, leftovers)
+    for path in [submission, *submission.rglob("*")]:
+        path.chmod(path.stat().st_mode | stat.S_IROTH | (stat.S_IXOTH if path.is_dir() else 0))
+    env = {**grader_env, "KIT_GRADER_SECRET": SECRET, "HOME": str(workdir)}
+    prefix: tuple[str, ...] = ()
+    more: tuple[str, ...] = ()
+    if tier != "bubblewrap":
+        env["GRADER_BWRAP"] = str(failing_bwrap)
+    if tier == "none":
+        prefix = ("setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--")
+        more = ("--allow-unisolated",)
+    try:
+        run = grader_cli.run("check", "attention", *more, "--submission", str(submission), cwd=workdir, env=env,
+                             prefix=prefix, json_path=workdir / "report.json")
+        leftovers = leftover_processes()
+        remove_fake_reports(workdir, Path("/tmp"), REPO, Path.cwd())
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return HostileRun(name, tier, run, leftovers)
 
 
 def test_grading_finishes_within_the_time_bound(hostile: HostileRun):
@@ -104,12 +160,60 @@ def test_report_follows_the_contract(hostile: HostileRun):
 def test_attack_does_not_raise_the_score(hostile: HostileRun):
     assert isinstance(hostile.run.report, dict), hostile.run.describe()
     attention = hostile.run.exercise("attention")
-    if hostile.name == "read_solutions" and hostile.run.report.get("sandbox") == "none":
-        # Unisolated grading can read any file the user can; the report and the warning say so.
-        pytest.xfail("without bubblewrap the worker can read the kit's files (reported as sandbox: none)")
+    exposed = " ".join(hostile.run.report.get("warnings", []))
+    if hostile.name == "read_solutions" and hostile.tier == "none" and "can: " in exposed and "read " in exposed:
+        # Without Landlock the none tier runs as the grader's user and reads what it reads; the report says so.
+        pytest.xfail("the none tier without Landlock lets a worker read the kit's files (its report says so)")
     assert attention["score"] == 0, f"{hostile.name} scored {attention['score']}: its attack worked"
     assert hostile.run.report["score"] == 0
 
 
 def test_no_spawned_process_outlives_grading(hostile: HostileRun):
     assert not hostile.leftovers, "still alive after grading (now killed):\n" + "\n".join(hostile.leftovers)
+
+
+def test_report_names_the_tier(hostile: HostileRun):
+    assert isinstance(hostile.run.report, dict), hostile.run.describe()
+    assert hostile.run.report["sandbox"] == hostile.tier, hostile.run.describe()
+    if hostile.tier != "bubblewrap":
+        assert any(w.startswith(f"sandbox: {hostile.tier}") for w in hostile.run.report["warnings"])
+        assert f"sandbox: {hostile.tier}" in hostile.run.stderr, "the warning goes to stderr"
+
+
+def test_no_secret_of_the_grader_in_any_output(hostile: HostileRun):
+    report = json.dumps(hostile.run.report)
+    for where, text in (("stdout", hostile.run.stdout), ("stderr", hostile.run.stderr), ("report", report)):
+        assert SECRET not in text, f"the grader's secret leaked into its {where}"
+
+
+def test_without_isolation_grading_with_the_solutions_installed_is_refused(grader_cli, grader_env, failing_bwrap,
+                                                                         tmp_path):
+    """uid 65534, no namespaces, the kit's solutions installed: exit 2 and one line that says how to go on."""
+    problem = _tier_problem("none")
+    if problem:
+        pytest.skip(problem)
+    workdir = Path(tempfile.mkdtemp(prefix="kit-refused-"))
+    workdir.chmod(0o777)
+    try:
+        env = {**grader_env, "GRADER_BWRAP": str(failing_bwrap), "HOME": str(workdir)}
+        run = grader_cli.run("check", "attention", "--submission", str(REPO / "exercises"), cwd=workdir, env=env,
+                             prefix=("setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    assert run.returncode == 2, run.describe()
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "refused" in lines[0] and "--allow-unisolated" in lines[0], run.describe()
+    assert "Traceback" not in run.stderr
+
+
+def test_root_without_landlock_and_with_readable_solutions_falls_to_none_and_is_refused(grader_cli, grader_env,
+                                                                                       failing_bwrap):
+    """The user tier hides the kit by Landlock, or by permissions: with neither it is not claimed."""
+    if os.geteuid() != 0:
+        pytest.skip("the user tier is root's")
+    if (REPO.stat().st_mode & 0o005) == 0:
+        pytest.skip(f"{REPO} is already hidden from other users: the user tier holds without Landlock")
+    env = {**grader_env, "GRADER_BWRAP": str(failing_bwrap), "GRADER_LANDLOCK": "off"}
+    run = grader_cli.run("check", "attention", "--submission", str(REPO / "exercises"), env=env)
+    assert run.returncode == 2, run.describe()
+    assert "readable by other users" in run.stderr and "chmod" in run.stderr, run.describe()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -84,7 +85,9 @@ def test_a_sandbox_that_fails_its_self_test_is_not_used_and_the_report_says_why(
                                                     pyseccomp=str(real))))
     run = grader_cli.check(REPO / "solutions", tmp_path / "report.json")
     assert run.returncode == 0, run.describe()
-    assert run.report["sandbox"] == "none", run.report["sandbox"]
+    # Root without a working bubblewrap has the user tier next.
+    fallback = "user" if os.geteuid() == 0 else "none"
+    assert run.report["sandbox"] == fallback, run.report["sandbox"]
     warning = " ".join(run.report["warnings"])
     assert "failed its self-test" in warning and "start a process" in warning, warning
     assert run.report["score"] == 10
@@ -96,7 +99,7 @@ def test_a_sandbox_that_fails_its_self_test_is_not_used_and_the_report_says_why(
                            "--suite", "public")
     assert batch.returncode == 0, batch.describe()
     report = json.loads((tmp_path / "out" / "alice.json").read_text())
-    assert report["status"] == "graded" and report["sandbox"] == "none", (report["status"], report["sandbox"])
+    assert report["status"] == "graded" and report["sandbox"] == fallback, (report["status"], report["sandbox"])
     assert "failed its self-test" in " ".join(report["warnings"]), report["warnings"]
 
 

@@ -1,0 +1,231 @@
+"""`tiers` decides how strongly this machine can isolate a submission, strongest first, and says why not more.
+
+- `bubblewrap`: namespaces (see `sandbox`): the sandbox sees only Python and its own copy of the
+  submission, as uid 65534 with no capability.
+- `user`: the grader is root but cannot create namespaces (Docker's default seccomp profile,
+  Gradescope, most CI). The sandbox runs as uid/gid 65534, which drops every capability; its
+  environment is scrubbed; each worker's seccomp filter refuses sockets, new processes and signals
+  to others; Landlock, where the kernel has it, lets it open files only in Python's installation,
+  its staged copy and its scratch folder. Where Landlock is missing, file permissions must keep the
+  kit's folder from uid 65534, and the probe checks that they do.
+- `none`: neither (a student's laptop, macOS): resource limits, a private scratch folder, a scrubbed
+  environment, the seccomp filter and Landlock where they exist. It runs as the grader's own user, so
+  without Landlock it can read whatever the grader can: the hidden tests and solutions included.
+
+Each sandbox proves its tier at start (`confine.self_test`); one that fails is marked unsafe and
+the next one started gets the next tier. `GRADER_SANDBOX=user` skips bubblewrap, `GRADER_SANDBOX=none`
+skips both (and accepts grading unisolated).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import processes
+from .processes import SANDBOX_UID
+
+TIERS = ("bubblewrap", "user", "none")
+
+
+class IsolationRefused(RuntimeError):
+    """Grading would expose the hidden tests or the solutions to an unisolated submission."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    tier: str
+    reasons: tuple[str, ...]  # why each stronger tier is not used
+
+    def summary(self) -> str:
+        return "; ".join(self.reasons)
+
+
+_unsafe: dict[str, str] = {}  # tier -> why a sandbox of it failed its self-test here
+
+
+def mark_unsafe(tier: str, reason: str) -> None:
+    """A sandbox of `tier` failed its self-test: from now on this process grades below it, and says why."""
+    _unsafe[tier] = reason
+    choose.cache_clear()
+    from . import sandbox
+
+    sandbox.bwrap_problem.cache_clear()
+
+
+def requested() -> str:
+    wanted = os.environ.get("GRADER_SANDBOX", "auto") or "auto"
+    if wanted not in ("auto", "user", "none"):
+        raise ValueError(f"GRADER_SANDBOX={wanted!r} is not a tier you can ask for: use auto, user or none")
+    return wanted
+
+
+@functools.cache
+def choose() -> Choice:
+    """The strongest tier that works here."""
+    from .sandbox import bwrap_problem
+
+    reasons = []
+    problem = _unsafe.get("bubblewrap") or bwrap_problem()
+    if problem is None:
+        return Choice("bubblewrap", ())
+    reasons.append(f"no bubblewrap: {problem}")
+    problem = _unsafe.get("user") or user_problem()
+    if problem is None:
+        return Choice("user", tuple(reasons))
+    reasons.append(f"no user tier: {problem}")
+    return Choice("none", tuple(reasons))
+
+
+def exposure(suite: str) -> str:
+    """What an unisolated submission could read in this run ("" when nothing): refused at the `none` tier."""
+    from .selection import hidden_installed, kit_root
+
+    exposed = []
+    if suite in ("hidden", "all") and hidden_installed():
+        exposed.append("the hidden tests")
+    if any((kit_root() / "solutions").glob("*.py")):
+        exposed.append("the reference solutions")
+    return f"{' and '.join(exposed)} {'are' if exposed else ''} installed here".strip() if exposed else ""
+
+
+def accepted_unisolated() -> bool:
+    """GRADER_SANDBOX=none means the operator chose no isolation, knowing what it exposes."""
+    return os.environ.get("GRADER_SANDBOX") == "none"
+
+
+def refuse_unless_isolated(*, why: str, allowed: bool) -> Choice:
+    """The tier to grade at; IsolationRefused when it is `none` and the run has something to protect (`why`)."""
+    choice = choose()
+    if choice.tier == "none" and why and not (allowed or accepted_unisolated()):
+        raise IsolationRefused(
+            f"refused: {why}, and this machine offers no isolation ({choice.summary()}), so the submission "
+            "could read them; run the grader as root or where bubblewrap works, or pass --allow-unisolated "
+            "(or set GRADER_SANDBOX=none) to accept that"
+        )
+    return choice
+
+
+def warnings(tier: str, exposed: list[str]) -> list[str]:
+    """What a report below bubblewrap says: the tier, why no stronger one, and what the sandbox did not stop."""
+    why = choose().summary() if choose().tier == tier else "a stronger sandbox failed its self-test"
+    lines = [f"sandbox: {tier}, not bubblewrap ({why})"]
+    if exposed:
+        lines.append(f"the {tier} sandbox's self-test found that a submission can: {'; '.join(exposed)}")
+    elif tier == "none":
+        lines.append("the none sandbox hid the kit's files and the grader's environment (its self-test checked), "
+                     "but it runs as the grader's own user")
+    return lines
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version, 0 where there is none (not Linux, too old, disabled, or blocked).
+
+    GRADER_LANDLOCK=off makes it 0 here too: how the kit's tests reproduce a kernel without it.
+    """
+    if not sys.platform.startswith("linux") or os.environ.get("GRADER_LANDLOCK") == "off":
+        return 0
+    try:
+        import landlock
+
+        return int(landlock.landlock_abi_version())
+    except Exception:  # the library raises its own errors for ENOSYS, EOPNOTSUPP, and a seccomp's EPERM
+        return 0
+
+
+_secrets: list[Path] = []
+
+
+def protect(path: Path) -> None:
+    """Keep `path` (a batch's submissions or reports) from the sandbox, as the kit's own folder is."""
+    if path.resolve() in _secrets:
+        return
+    _secrets.append(path.resolve())
+    choose.cache_clear()
+    user_problem.cache_clear()
+
+
+def secrets() -> list[str]:
+    from .selection import kit_root
+
+    return list(dict.fromkeys(str(p) for p in [kit_root().resolve(), *_secrets]))
+
+
+@functools.cache
+def user_problem() -> str | None:
+    """None when the `user` tier holds here, else why not."""
+    from . import confine
+
+    if os.environ.get("GRADER_SANDBOX") == "none":
+        return "GRADER_SANDBOX=none is set"
+    if not sys.platform.startswith("linux"):
+        return "it needs Linux"
+    if os.geteuid() != 0:
+        return "the grader is not root, so it cannot run submissions as a user of their own"
+    problem = confine.available()
+    if problem is not None:
+        return f"workers cannot be kept off the network: {problem}"
+    # As uid 65534: Python must be reachable, and (without Landlock) no secret may be.
+    from .sandbox import _python_paths
+
+    stages = os.environ.get("GRADER_STAGE_DIR") or _tempdir()
+    reach = [sys.executable, *_python_paths(), stages]
+    hidden = [] if landlock_abi() else secrets()
+    check = ('for p; do case $p in +*) p=${p#+}; [ -x "$p" ] || { echo "cannot reach $p: let others cross it and the '
+             'folders above it (chmod o+x)"; exit 3; };; -*) p=${p#-}; if [ -r "$p" ] || [ -x "$p" ]; then echo "$p is '
+             'readable by other users and this kernel has no Landlock to hide it: chmod -R go-rwx it"; exit 3; fi;; '
+             'esac; done')
+    try:
+        probe = subprocess.run(["/bin/sh", "-c", check, "sh", *(f"+{p}" for p in reach), *(f"-{p}" for p in hidden)],
+                               capture_output=True, text=True, timeout=30, cwd="/", env={"PATH": "/usr/bin:/bin"},
+                               preexec_fn=processes.as_sandbox_user)
+    except (OSError, subprocess.SubprocessError) as error:
+        return f"cannot run a process as uid {SANDBOX_UID} ({error})"
+    if probe.returncode != 0:
+        said = probe.stdout.strip() or probe.stderr.strip() or f"the probe as uid {SANDBOX_UID} failed"
+        return said.splitlines()[-1]
+    return None
+
+
+def _tempdir() -> str:
+    import tempfile
+
+    return tempfile.gettempdir()
+
+
+SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sys", "/dev")
+SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime")
+KIT_PACKAGES = ("solutions", "tests", "grader", "exercises")  # an installed copy of the kit, in site-packages
+
+
+def fence(stage: Path, scratch: Path, python_paths: tuple[str, ...]) -> dict[str, object]:
+    """The zygote's configuration outside bubblewrap: what its self-test must find hidden, and, where the
+    kernel has Landlock, the only places it may open (read: the system's libraries, Python, the stage;
+    anything: its scratch folder). An installed copy of the kit inside site-packages stays out of sight.
+    """
+    config: dict[str, object] = {"secrets": secrets(), "grader": os.getpid()}
+    if not landlock_abi():
+        return config
+    hidden = {Path(p) for p in secrets()}
+    hidden |= {Path(site) / name for site in python_paths for name in KIT_PACKAGES if (Path(site) / name).is_dir()}
+    readable = [p for p in SYSTEM_FILES if os.path.exists(p)]
+    for path in dict.fromkeys([*SYSTEM_FOLDERS, sys.base_prefix, sys.prefix, *python_paths]):
+        readable += _allowed(Path(path), hidden)
+    config["fence"] = {"read": [*dict.fromkeys(readable), str(stage)], "write": [str(scratch), "/dev/null"]}
+    return config
+
+
+def _allowed(folder: Path, hidden: set[Path]) -> list[str]:
+    """`folder`, or, when something hidden lies beneath it, every entry beside the way down to it."""
+    if not folder.exists() or folder in hidden:
+        return []
+    if not any(h.is_relative_to(folder) for h in hidden):
+        return [str(folder)]
+    try:
+        return [path for entry in folder.iterdir() for path in _allowed(entry, hidden)]
+    except OSError:
+        return []
