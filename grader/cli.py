@@ -456,7 +456,7 @@ def _show(args: argparse.Namespace, console: Console) -> int:
 
     try:
         heatmaps = show.collect(submission)
-    except (SubmissionInputError, ValueError) as error:
+    except (SubmissionInputError, ValueError, IsolationRefused) as error:
         _die(str(error))
     for heatmap in heatmaps:
         show.render(heatmap, console)

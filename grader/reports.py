@@ -99,7 +99,8 @@ def to_gradescope(report: GradeReport) -> dict[str, Any]:
     output = f"{report.score:g} / {report.max_score:g} points ({report.suite} suite, {report.device}, sandbox: " \
              f"{report.sandbox})"
     if report.sandbox != "bubblewrap":
-        output += f"\n\nWARNING: this submission was graded without bubblewrap's isolation (sandbox: {report.sandbox})."
+        warning = TIER_WARNINGS.get(report.sandbox, TIER_WARNINGS["none"])
+        output += f"\n\nWARNING: {warning} (sandbox: {report.sandbox})."
     return {
         "score": report.score,
         "execution_time": round(report.duration_s, 3),
@@ -109,8 +110,15 @@ def to_gradescope(report: GradeReport) -> dict[str, Any]:
     }
 
 
+TIER_WARNINGS = {
+    "user": "this submission was graded without bubblewrap's namespaces, as a separate unprivileged user",
+    "none": "this submission was graded WITHOUT isolation: it ran as the grader's own user",
+}
+
+
 def to_exercism(report: GradeReport) -> dict[str, Any]:
-    """Exercism's test-runner results.json (interface version 3: each exercise is a task)."""
+    """Exercism's test-runner results.json (interface version 3: each exercise is a task), plus the
+    isolation tier under the extra key `sandbox`."""
     from .curriculum import EXERCISES
 
     task = {exercise.id: number for number, exercise in enumerate(EXERCISES, start=1)}
@@ -132,7 +140,7 @@ def to_exercism(report: GradeReport) -> dict[str, Any]:
     else:
         status = "fail"
     message = "; ".join(sorted({t["message"] for t in tests if t["message"]}))[:65535] if status == "error" else None
-    return {"version": 3, "status": status, "message": message, "tests": tests}
+    return {"version": 3, "status": status, "message": message, "tests": tests, "sandbox": report.sandbox}
 
 
 def write_json(data: dict[str, Any], path: Path) -> None:

@@ -232,8 +232,12 @@ def test_gradescope_output_names_the_sandbox_and_warns_below_bubblewrap():
     exercises = tuple(score(report, ["attention"]))
     isolated = to_gradescope(GradeReport("sub", "all", "cpu", 1.0, torch.__version__, exercises, sandbox="bubblewrap"))
     assert "sandbox: bubblewrap" in isolated["output"] and "WARNING" not in isolated["output"], isolated["output"]
-    bare = to_gradescope(GradeReport("sub", "all", "cpu", 1.0, torch.__version__, exercises, sandbox="none"))
-    assert "sandbox: none" in bare["output"] and "WARNING" in bare["output"], bare["output"]
+    for tier, says in (("user", "separate unprivileged user"), ("none", "WITHOUT isolation")):
+        below = to_gradescope(GradeReport("sub", "all", "cpu", 1.0, torch.__version__, exercises, sandbox=tier))
+        assert f"sandbox: {tier}" in below["output"] and "WARNING" in below["output"], below["output"]
+        assert says in below["output"], below["output"]
+        exercism = to_exercism(GradeReport("sub", "all", "cpu", 1.0, torch.__version__, exercises, sandbox=tier))
+        assert exercism["sandbox"] == tier
 
 
 def test_exercism_results_name_each_test_its_task_and_the_overall_status():
