@@ -66,7 +66,7 @@ class Limits:
     cpu_seconds: int = 1800
     file_size_bytes: int = 64 * 2**20
     output_bytes: int = 64 * 1024
-    scratch_bytes: int = 256 * 2**20  # /tmp and /dev/shm together, in the bubblewrap tier
+    scratch_bytes: int = 256 * 2**20  # /tmp and /dev/shm together (bubblewrap), or the scratch folder (watched)
     tasks: int = 256  # threads of one worker
     inodes: int = 65536  # files and folders in the scratch tmpfs mounts together
     health_timeout_s: float = 10.0  # for the zygote to answer between two submissions
@@ -288,9 +288,13 @@ class Zygote:
             with contextlib.suppress(psutil.Error, WorkerStartError, OSError):
                 zygote = self._zygote_process()
                 workers = _children(zygote)
-                files = sum(_files_in(folder) for folder in self._scratch_folders(zygote)) if self.isolated else 0
+                if self.isolated:
+                    files = sum(_files_in(folder) for folder in self._scratch_folders(zygote))
+                    full = files > self.limits.inodes
+                else:  # a folder on disk, which no tmpfs caps: measured, up to the first limit passed
+                    full = _over(self._scratch, files=self.limits.inodes, size=self.limits.scratch_bytes)
                 for worker in workers:
-                    if worker.num_threads() > self.limits.tasks or files > self.limits.inodes:
+                    if worker.num_threads() > self.limits.tasks or full:
                         worker.kill()
 
     def alive(self) -> bool:
@@ -365,6 +369,8 @@ class Zygote:
         _check_not_stopped(zygote)
         for folder in self._scratch_folders(zygote):
             _empty(folder)
+        if self.tier == "user":
+            _remove_sandbox_files()
         self._busy = False
 
     def _zygote_process(self) -> psutil.Process:
@@ -429,6 +435,38 @@ def _files_in(folder: Path) -> int:
     """How many inodes a (tmpfs) file system uses."""
     usage = os.statvfs(folder)
     return usage.f_files - usage.f_ffree
+
+
+def _remove_sandbox_files() -> None:
+    """Remove what the sandbox's uid left in the shared writable folders (where no Landlock kept it out),
+    so that the next submission graded as the same uid finds nothing of the last one."""
+    for shared in dict.fromkeys(("/tmp", "/var/tmp", "/dev/shm", tempfile.gettempdir())):
+        with contextlib.suppress(OSError), os.scandir(shared) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_uid != SANDBOX_UID:
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path, ignore_errors=True)  # as root: no permission stops it
+                    else:
+                        os.unlink(entry.path)
+
+
+def _over(folder: Path, *, files: int, size: int) -> bool:
+    """Whether `folder` holds more than `files` entries or `size` bytes; stops counting once it does."""
+    seen, used, pending = 0, 0, [str(folder)]
+    while pending:
+        with contextlib.suppress(OSError), os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                seen += 1
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+                    else:
+                        used += entry.stat(follow_symlinks=False).st_blocks * 512
+                if seen > files or used > size:
+                    return True
+    return False
 
 
 def remove_stale_stages(folder: Path | None = None) -> None:
