@@ -245,21 +245,25 @@ class Zygote:
         self._scratch = self.stage / "scratch"
         if not isolate:
             self._scratch.mkdir(mode=0o700)
-            if tier == "user":
+            if os.geteuid() == 0:  # root never runs a submission as root, whatever the tier
                 os.chown(self._scratch, SANDBOX_UID, SANDBOX_UID)
         self._control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # The configuration (paths to the stage, to the secrets) goes through a pipe, never the command
+        # line, which every process of the machine can read in /proc.
+        config_in, config_out = os.pipe()
         config = {
             "control_fd": theirs.fileno(),
+            "home": None if isolate else str(self._scratch),
             "paths": ["/sandbox" if isolate else str(self.stage), *_python_paths()],
             "confine": confine,
             "strict": tier != "none",  # a sandbox that fails its self-test forks no worker
             **({} if isolate else fence(self.stage, self._scratch, _python_paths())),
         }
         bootstrap = (
-            "import json, sys; config = json.loads(sys.argv[1]); sys.path[:0] = config['paths']; "
-            "from gradeworker.zygote import main; main(config)"
+            "import json, os, sys; config = json.load(os.fdopen(int(sys.argv[1]), 'rb')); "
+            "sys.path[:0] = config['paths']; from gradeworker.zygote import main; main(config)"
         )
-        command = [sys.executable, "-I", "-S", "-c", bootstrap, json.dumps(config)]
+        command = [sys.executable, "-I", "-S", "-c", bootstrap, str(config_in)]
         if isolate:
             command = [*_bwrap_command(self.stage, device, limits), *command]
         self.process = subprocess.Popen(
@@ -267,13 +271,15 @@ class Zygote:
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=self._log,
-            pass_fds=(theirs.fileno(),),
-            cwd=str(self.stage if isolate else self._scratch),
-            env=_worker_environment(None if isolate else self._scratch),
-            preexec_fn=processes.as_sandbox_user if tier != "none" else _die_with_parent,
+            pass_fds=(theirs.fileno(), config_in),
+            cwd=str(self.stage) if isolate else "/",
+            env=_worker_environment(),
+            preexec_fn=processes.as_sandbox_user,  # uid 65534 where we are root; dies with us in any case
         )
         _started_by_us.add(self.process.pid)
         theirs.close()
+        os.close(config_in)
+        threading.Thread(target=_send_config, args=(config_out, json.dumps(config).encode()), daemon=True).start()
         self._watching = threading.Event()
         threading.Thread(target=self._watch, daemon=True).start()
 
@@ -409,6 +415,8 @@ class Zygote:
     def close(self) -> None:
         self._watching.set()
         kill_tree(self.process.pid)
+        if self.tier == "user":
+            _remove_sandbox_files()  # before any report is written: no planted file or link is left to follow
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=5)
         self._control.close()
@@ -701,13 +709,21 @@ def _drain(fd: int, tail: OutputTail) -> None:
             tail.feed(chunk)
 
 
-def _worker_environment(scratch: Path | None) -> dict[str, str]:
-    """A fixed allow-list: nothing of the grader's own environment (tokens, secrets) reaches the sandbox."""
-    home = str(scratch) if scratch else "/tmp"
+def _send_config(fd: int, data: bytes) -> None:
+    with contextlib.suppress(OSError), open(fd, "wb") as pipe:
+        pipe.write(data)
+
+
+def _worker_environment() -> dict[str, str]:
+    """A fixed allow-list: nothing of the grader's own environment (tokens, secrets) reaches the sandbox.
+
+    HOME and TMPDIR are /tmp (bubblewrap's tmpfs); outside bubblewrap the zygote points them at its
+    scratch folder itself, once it is no longer dumpable (so that no other process reads the path).
+    """
     environment = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": home,
-        "TMPDIR": home,
+        "HOME": "/tmp",
+        "TMPDIR": "/tmp",
         "LANG": "C.UTF-8",
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
@@ -787,11 +803,6 @@ def _gpu(device: str) -> bool:
     with contextlib.suppress(OSError):
         return any(name.startswith("nvidia") for name in os.listdir("/dev"))
     return False
-
-
-def _die_with_parent() -> None:
-    # Without bubblewrap's --die-with-parent, the zygote still must not outlive us.
-    processes.die_with_parent(signal.SIGKILL)
 
 
 _started_by_us: set[int] = set()

@@ -39,6 +39,9 @@ def main(config: dict[str, Any]) -> None:
     os.environ["OMP_NUM_THREADS"] = "1"
     processes.become_subreaper()  # what a worker leaves behind comes back to us, to be killed
     processes.undumpable()
+    if config.get("home"):  # outside bubblewrap: the scratch folder, named only now that we are undumpable
+        os.chdir(config["home"])
+        os.environ["HOME"] = os.environ["TMPDIR"] = config["home"]
     control = socket.socket(fileno=config["control_fd"])
     confined = bool(config.get("confine"))
     problem = confine.available()
