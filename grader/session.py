@@ -133,8 +133,10 @@ class GradingSession:
         return max((zygote.tier for zygote in [self.workers.zygote, *self.workers.owned]), key=tiers.TIERS.index)
 
     def exposed(self) -> list[str]:
-        """What the self-tests of this run's sandboxes found a worker could do (only the `none` tier goes on)."""
-        return list(dict.fromkeys(what for z in [self.workers.zygote, *self.workers.owned] for what in z.exposed))
+        """What the self-tests of this run's sandboxes of its weakest tier found a worker could do (only the
+        `none` tier goes on; a stronger sandbox that failed is named in the warning on the tier)."""
+        zygotes = [z for z in [self.workers.zygote, *self.workers.owned] if z.tier == self.tier]
+        return list(dict.fromkeys(what for zygote in zygotes for what in zygote.exposed))
 
     def impl(self) -> Submission:
         from .remote import Submission

@@ -174,7 +174,10 @@ def user_problem() -> str | None:
 
     stages = os.environ.get("GRADER_STAGE_DIR") or _tempdir()
     reach = [sys.executable, *_python_paths(), stages]
-    hidden = [] if landlock_abi() else secrets()
+    # An installed copy of the kit in site-packages counts too (Landlock hides it; bubblewrap covers it).
+    installed = [str(Path(site) / name) for site in _python_paths() for name in KIT_PACKAGES[:2]
+                 if (Path(site) / name).is_dir()]
+    hidden = [] if landlock_abi() else [*secrets(), *installed]
     check = ('for p; do case $p in +*) p=${p#+}; [ -x "$p" ] || { echo "cannot reach $p: let others cross it and the '
              'folders above it (chmod o+x)"; exit 3; };; -*) p=${p#-}; if [ -r "$p" ] || [ -x "$p" ]; then echo "$p is '
              'readable by other users and this kernel has no Landlock to hide it: chmod -R go-rwx it"; exit 3; fi;; '

@@ -39,7 +39,7 @@ done
 exec "{bwrap}" "$@"
 """
 HOLLOW_PYSECCOMP = """
-ALLOW, MASKED_EQ, NE = 0, 1, 2
+ALLOW, MASKED_EQ, NE, EQ = 0, 1, 2, 3
 def ERRNO(number): return number
 def Arg(*args): return args
 class SyscallFilter:
