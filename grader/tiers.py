@@ -69,6 +69,7 @@ def choose() -> Choice:
     """The strongest tier that works here."""
     from .sandbox import bwrap_problem
 
+    requested()  # a misspelt GRADER_SANDBOX is a usage error, not a silent "auto"
     reasons = []
     problem = _unsafe.get("bubblewrap") or bwrap_problem()
     if problem is None:
