@@ -12,9 +12,10 @@ mounts capped together at `Limits.scratch_bytes`. No network, no kit files, its 
 (so no process it starts can outlive it). Each worker is further confined by a seccomp filter
 (`confine`): no new processes, no ptrace, no signals to others, no mounts, no sockets. A self-test
 at start proves on this machine that the sandbox refuses what it must; a sandbox that fails it is
-not used. Without bubblewrap it runs with resource limits (and the seccomp filter where libseccomp
-exists) in a private scratch folder, and this process becomes a child subreaper so that even
-children that called setsid() come back to us to be killed.
+not used. Without bubblewrap (the `user` and `none` tiers, see `tiers`) it runs with resource limits,
+the seccomp filter and Landlock where they exist, as uid 65534 if we are root, in a private scratch
+folder, and this process becomes a child subreaper so that even children that called setsid() come
+back to us to be killed.
 
 Process trees are found and killed here, in the trusted process, from the host's view of the
 processes (psutil), never from anything the sandbox reports or mounts.

@@ -9,8 +9,9 @@
   its staged copy and its scratch folder. Where Landlock is missing, file permissions must keep the
   kit's folder from uid 65534, and the probe checks that they do.
 - `none`: neither (a student's laptop, macOS): resource limits, a private scratch folder, a scrubbed
-  environment, the seccomp filter and Landlock where they exist. It runs as the grader's own user, so
-  without Landlock it can read whatever the grader can: the hidden tests and solutions included.
+  environment, the seccomp filter and Landlock where they exist. It runs as the grader's own user
+  (65534 if that is root: root never runs a submission as root), so without Landlock it can read
+  whatever that user can: the hidden tests and solutions included.
 
 Each sandbox proves its tier at start (`confine.self_test`); one that fails is marked unsafe and
 the next one started gets the next tier. `GRADER_SANDBOX=user` skips bubblewrap, `GRADER_SANDBOX=none`
