@@ -224,8 +224,15 @@ def _attempts(zygote: int, python_installation: str, secrets: list[str], grader:
                 break
         raise refusal or PermissionError(errno.EPERM, "no process above the grader")
 
-    def read(folder: str) -> Callable[[], None]:
-        return lambda: os.listdir(folder) and None
+    def read(path: str) -> Callable[[], None]:
+        def attempt() -> None:
+            if os.path.isdir(path):
+                os.listdir(path)
+            else:
+                with open(path, "rb") as file:
+                    file.read(1)
+
+        return attempt
 
     attempts = {
         "remount the Python installation read-write": remount,

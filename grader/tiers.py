@@ -212,7 +212,7 @@ def fence(stage: Path, scratch: Path, python_paths: tuple[str, ...]) -> dict[str
     kernel has Landlock, the only places it may open (read: the system's libraries, Python, the stage;
     anything: its scratch folder). An installed copy of the kit inside site-packages stays out of sight.
     """
-    config: dict[str, object] = {"secrets": secrets(), "grader": os.getpid()}
+    config: dict[str, object] = {"secrets": [*secrets(), *_samples(secrets())], "grader": os.getpid()}
     if not landlock_abi():
         return config
     hidden = {Path(p) for p in secrets()}
@@ -222,6 +222,21 @@ def fence(stage: Path, scratch: Path, python_paths: tuple[str, ...]) -> dict[str
         readable += _allowed(Path(path), hidden)
     config["fence"] = {"read": [*dict.fromkeys(readable), str(stage)], "write": [str(scratch), "/dev/null"]}
     return config
+
+
+def _samples(folders: list[str]) -> list[str]:
+    """A file inside each secret folder (the kit's own solution first): a folder others may cross but not
+    list still gives away every file whose name is known, so the self-test tries to read one."""
+    samples = []
+    for folder in map(Path, folders):
+        known = folder / "solutions" / "attention.py"
+        try:
+            found = known if known.is_file() else next((e for e in folder.iterdir() if e.is_file()), None)
+        except OSError:
+            found = None
+        if found is not None:
+            samples.append(str(found))
+    return samples
 
 
 def _allowed(folder: Path, hidden: set[Path]) -> list[str]:
