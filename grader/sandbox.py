@@ -138,15 +138,11 @@ class SandboxUnsafe(WorkerStartError):
 @functools.cache
 def bwrap_problem() -> str | None:
     """None when bubblewrap can sandbox here, else why not (for a one-line warning)."""
-    wanted = os.environ.get("GRADER_SANDBOX", "auto")
-    if wanted in ("none", "user"):
-        return f"GRADER_SANDBOX={wanted} is set"
     if _bwrap() is None:
         return "bubblewrap (bwrap) is not installed; install it with `apt-get install bubblewrap`"
     # The probe runs the sandbox's own command line, as its user (65534 when we are root), and checks
     # that Python and the packages the worker imports are readable there.
-    stages = os.environ.get("GRADER_STAGE_DIR") or tempfile.gettempdir()
-    needed = [sys.executable, *_python_paths(), stages]
+    needed = [sys.executable, *_python_paths(), stage_parent()]
     check = ('for p; do [ -x "$p" ] || { echo "cannot reach ${p#/host} as uid $(id -u): let others cross it and the '
              'folders above it (chmod o+x), or set TMPDIR to a folder they can" >&2; exit 3; }; done')
     try:
@@ -164,6 +160,11 @@ def bwrap_problem() -> str | None:
                       "above Python and TMPDIR (chmod o+x)"
         return f"bubblewrap cannot create a sandbox on this machine ({reason})"
     return None
+
+
+def stage_parent() -> str:
+    """Where sandboxes' stages go: GRADER_STAGE_DIR (a batch's own folder), else the temporary folder."""
+    return os.environ.get("GRADER_STAGE_DIR") or tempfile.gettempdir()
 
 
 def _namespaces() -> list[str]:
@@ -225,7 +226,7 @@ class Zygote:
         self.address_space_above_zygote = None if _gpu(device) else limits.rlimits(tier)["RLIMIT_DATA"]
         # bubblewrap may run as uid 65534: it must reach and read the stage, and Python must list it,
         # so the stage is 0755 under a random name inside a folder of ours that others may cross but not list.
-        self._home = Path(tempfile.mkdtemp(prefix=f"grader-{os.getpid()}-", dir=os.environ.get("GRADER_STAGE_DIR")))
+        self._home = Path(tempfile.mkdtemp(prefix=f"grader-{os.getpid()}-", dir=stage_parent()))
         self._home.chmod(0o711)  # crossed, never listed
         self.stage = self._home / secrets.token_hex(8)
         self.stage.mkdir(mode=0o755)

@@ -65,6 +65,11 @@ class Workers:
             self.owned.append(self.zygote)
         return self.client.spawn()
 
+    @property
+    def used(self) -> list[Zygote]:
+        """Every sandbox this submission's workers ran in: the current one, and those it started (or was given)."""
+        return list(dict.fromkeys([self.zygote, *self.owned]))
+
     def close(self) -> None:
         self.client.close()
         for zygote in self.owned:
@@ -130,12 +135,12 @@ class GradingSession:
     @property
     def tier(self) -> str:
         """The weakest tier any of this run's sandboxes had."""
-        return max((zygote.tier for zygote in [self.workers.zygote, *self.workers.owned]), key=tiers.TIERS.index)
+        return max((zygote.tier for zygote in self.workers.used), key=tiers.TIERS.index)
 
     def exposed(self) -> list[str]:
         """What the self-tests of this run's sandboxes of its weakest tier found a worker could do (only the
         `none` tier goes on; a stronger sandbox that failed is named in the warning on the tier)."""
-        zygotes = [z for z in [self.workers.zygote, *self.workers.owned] if z.tier == self.tier]
+        zygotes = [z for z in self.workers.used if z.tier == self.tier]
         return list(dict.fromkeys(what for zygote in zygotes for what in zygote.exposed))
 
     def impl(self) -> Submission:

@@ -53,9 +53,6 @@ def mark_unsafe(tier: str, reason: str) -> None:
     """A sandbox of `tier` failed its self-test: from now on this process grades below it, and says why."""
     _unsafe[tier] = reason
     choose.cache_clear()
-    from . import sandbox
-
-    sandbox.bwrap_problem.cache_clear()
 
 
 def requested() -> str:
@@ -67,16 +64,17 @@ def requested() -> str:
 
 @functools.cache
 def choose() -> Choice:
-    """The strongest tier that works here."""
+    """The strongest tier that works here, or that GRADER_SANDBOX leaves (a misspelt one is a usage error)."""
     from .sandbox import bwrap_problem
 
-    requested()  # a misspelt GRADER_SANDBOX is a usage error, not a silent "auto"
+    wanted = requested()
+    skipped = f"GRADER_SANDBOX={wanted} is set"
     reasons = []
-    problem = _unsafe.get("bubblewrap") or bwrap_problem()
+    problem = skipped if wanted != "auto" else _unsafe.get("bubblewrap") or bwrap_problem()
     if problem is None:
         return Choice("bubblewrap", ())
     reasons.append(f"no bubblewrap: {problem}")
-    problem = _unsafe.get("user") or user_problem()
+    problem = skipped if wanted == "none" else _unsafe.get("user") or user_problem()
     if problem is None:
         return Choice("user", tuple(reasons))
     reasons.append(f"no user tier: {problem}")
@@ -92,7 +90,7 @@ def exposure(suite: str) -> str:
         exposed.append("the hidden tests")
     if any((kit_root() / "solutions").glob("*.py")):
         exposed.append("the reference solutions")
-    return f"{' and '.join(exposed)} {'are' if exposed else ''} installed here".strip() if exposed else ""
+    return f"{' and '.join(exposed)} are installed here" if exposed else ""
 
 
 def accepted_unisolated() -> bool:
@@ -162,8 +160,6 @@ def user_problem() -> str | None:
     """None when the `user` tier holds here, else why not."""
     from . import confine
 
-    if os.environ.get("GRADER_SANDBOX") == "none":
-        return "GRADER_SANDBOX=none is set"
     if not sys.platform.startswith("linux"):
         return "it needs Linux"
     if os.geteuid() != 0:
@@ -172,10 +168,9 @@ def user_problem() -> str | None:
     if problem is not None:
         return f"workers cannot be kept off the network: {problem}"
     # As uid 65534: Python must be reachable, and (without Landlock) no secret may be.
-    from .sandbox import _python_paths
+    from .sandbox import _python_paths, stage_parent
 
-    stages = os.environ.get("GRADER_STAGE_DIR") or _tempdir()
-    reach = [sys.executable, *_python_paths(), stages]
+    reach = [sys.executable, *_python_paths(), stage_parent()]
     # An installed copy of the kit in site-packages counts too (Landlock hides it; bubblewrap covers it).
     installed = [str(Path(site) / name) for site in _python_paths() for name in KIT_PACKAGES[:2]
                  if (Path(site) / name).is_dir()]
@@ -196,11 +191,6 @@ def user_problem() -> str | None:
     return None
 
 
-def _tempdir() -> str:
-    import tempfile
-
-    return tempfile.gettempdir()
-
 
 SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sys", "/dev")
 SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime")
@@ -212,10 +202,11 @@ def fence(stage: Path, scratch: Path, python_paths: tuple[str, ...]) -> dict[str
     kernel has Landlock, the only places it may open (read: the system's libraries, Python, the stage;
     anything: its scratch folder). An installed copy of the kit inside site-packages stays out of sight.
     """
-    config: dict[str, object] = {"secrets": [*secrets(), *_samples(secrets())], "grader": os.getpid()}
+    folders = secrets()
+    config: dict[str, object] = {"secrets": [*folders, *_samples(folders)], "grader": os.getpid()}
     if not landlock_abi():
         return config
-    hidden = {Path(p) for p in secrets()}
+    hidden = {Path(p) for p in folders}
     hidden |= {Path(site) / name for site in python_paths for name in KIT_PACKAGES if (Path(site) / name).is_dir()}
     readable = [p for p in SYSTEM_FILES if os.path.exists(p)]
     for path in dict.fromkeys([*SYSTEM_FOLDERS, sys.base_prefix, sys.prefix, *python_paths]):

@@ -12,7 +12,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -185,3 +187,26 @@ def grade(grader_cli: GraderCLI, tmp_path: Path):
         return run
 
     return _grade
+
+
+# What bubblewrap prints where namespaces are refused (Docker's default seccomp profile, Gradescope).
+FAILING_BWRAP = "#!/bin/sh\necho 'bwrap: Creating new namespace failed: Operation not permitted' >&2\nexit 1\n"
+NOBODY = 65534
+
+
+@pytest.fixture(scope="session")
+def failing_bwrap() -> Iterator[Path]:
+    """A `bwrap` that fails the way it does without namespaces, in a folder uid 65534 can reach."""
+    folder = Path(tempfile.mkdtemp(prefix="kit-no-namespaces-"))
+    folder.chmod(0o755)
+    program = folder / "bwrap"
+    program.write_text(FAILING_BWRAP)
+    program.chmod(0o755)
+    yield program
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def as_nobody() -> tuple[str, ...]:
+    """The prefix that runs a command as uid/gid 65534 with no groups (`GraderCLI.run(prefix=...)`)."""
+    return ("setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--")

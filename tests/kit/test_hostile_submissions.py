@@ -29,9 +29,6 @@ MARKER = b"KIT_HOSTILE_MARKER"
 FAKE_REPORT_NAMES = ("grader-report.json", "results.json", ".report.json", "report.json", "loot.txt")
 SECRET = f"kit-secret-{secrets.token_hex(8)}"
 TIERS = ("bubblewrap", "user", "none")
-NOBODY = 65534
-# What bubblewrap prints where namespaces are refused (Docker's default seccomp profile, Gradescope).
-FAILING_BWRAP = "#!/bin/sh\necho 'bwrap: Creating new namespace failed: Operation not permitted' >&2\nexit 1\n"
 LEFTOVER_GRACE_S = 3.0
 
 
@@ -102,20 +99,9 @@ def _tier_problem(tier: str) -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def failing_bwrap() -> Any:
-    folder = Path(tempfile.mkdtemp(prefix="kit-no-namespaces-"))
-    folder.chmod(0o755)
-    program = folder / "bwrap"
-    program.write_text(FAILING_BWRAP)
-    program.chmod(0o755)
-    yield program
-    shutil.rmtree(folder, ignore_errors=True)
-
-
 @pytest.fixture(scope="module", params=[(tier, name) for tier in TIERS for name in NAMES],
                 ids=[f"{tier}-{name}" for tier in TIERS for name in NAMES])
-def hostile(request, grader_cli, grader_env, failing_bwrap) -> HostileRun:
+def hostile(request, grader_cli, grader_env, failing_bwrap, as_nobody) -> HostileRun:
     """Grades one hostile submission once at one tier; every test below reads the same run."""
     tier, name = request.param
     problem = _tier_problem(tier)
@@ -136,7 +122,7 @@ def hostile(request, grader_cli, grader_env, failing_bwrap) -> HostileRun:
     if tier != "bubblewrap":
         env["GRADER_BWRAP"] = str(failing_bwrap)
     if tier == "none":
-        prefix = ("setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--")
+        prefix = as_nobody
         more = ("--allow-unisolated",)
     try:
         run = grader_cli.run("check", "attention", *more, "--submission", str(submission), cwd=workdir, env=env,
@@ -192,7 +178,7 @@ def test_no_secret_of_the_grader_in_any_output(hostile: HostileRun):
 
 
 def test_without_isolation_grading_with_the_solutions_installed_is_refused(grader_cli, grader_env, failing_bwrap,
-                                                                         tmp_path):
+                                                                         as_nobody):
     """uid 65534, no namespaces, the kit's solutions installed: exit 2 and one line that says how to go on."""
     problem = _tier_problem("none")
     if problem:
@@ -202,7 +188,7 @@ def test_without_isolation_grading_with_the_solutions_installed_is_refused(grade
     try:
         env = {**grader_env, "GRADER_BWRAP": str(failing_bwrap), "HOME": str(workdir)}
         run = grader_cli.run("check", "attention", "--submission", str(REPO / "exercises"), cwd=workdir, env=env,
-                             prefix=("setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"))
+                             prefix=as_nobody)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     assert run.returncode == 2, run.describe()
