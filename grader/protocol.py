@@ -6,6 +6,9 @@ safetensors blob, and every value is rebuilt from those by this module, so what 
 trusted side is always plain data, whatever the sending process did to itself.
 
 Wire format of one message: b"GRDR", JSON length (u64 LE), blob length (u64 LE), JSON, blob.
+Each request carries an "id" (a counter per worker) and its reply echoes it; the worker's hello is id 0.
+Everything that arrives from the worker is untrusted bytes: whatever does not decode, or decodes to
+something other than the answer awaited, raises ProtocolError, and the trusted side then kills the worker.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import select
 import struct
 import time
@@ -108,6 +112,10 @@ def read_message(
         header = json.loads(_read_exact(fd, json_len, deadline))
     except ValueError as error:
         raise ProtocolError(f"message header is not valid JSON: {error}") from None
+    except RecursionError:  # the parser recurses once per level: a deep frame must not escape as an error of ours
+        raise ProtocolError("message header is nested too deep") from None
+    except MemoryError:
+        raise ProtocolError("message header is too big to parse") from None
     if not isinstance(header, dict):
         raise ProtocolError("message header is not a JSON object")
     blob = _read_exact(fd, blob_len, deadline) if blob_len else b""
@@ -116,6 +124,28 @@ def read_message(
     except Exception as error:  # safetensors raises its own error types for malformed input
         raise ProtocolError(f"tensor payload is not valid safetensors: {error}") from None
     return header, tensors
+
+
+def check_reply(header: dict[str, Any], request_id: int) -> None:
+    """Refuse a reply that does not answer request `request_id`: a stale or forged one, or one of no known shape.
+
+    An answer is {"id", "ok": true, "value"}; a failure {"id", "ok": false, "error": {...}} whose fields
+    are the plain strings and numbers the worker's `_describe` writes, so that reading them cannot recurse.
+    """
+    got = header.get("id")
+    if type(got) is not int or got != request_id:
+        shown = got if type(got) is int else "none" if got is None else f"a {type(got).__name__}"
+        raise ProtocolError(f"a reply with id {shown} arrived where the reply to request {request_id} was due")
+    if header.get("ok") is True and "value" in header:
+        return
+    error = header.get("error")
+    if header.get("ok") is not False or not isinstance(error, dict):
+        raise ProtocolError("a reply that is neither an answer nor an error")
+    where = error.get("where")
+    fields = [value for key, value in error.items() if key != "where"]
+    fields += where.values() if isinstance(where, dict) else [where]
+    if not all(value is None or type(value) in (str, int) for value in fields):
+        raise ProtocolError("an error report with fields that are not plain text or numbers")
 
 
 def _read_exact(fd: int, size: int, deadline: float | None) -> bytes:
@@ -215,34 +245,53 @@ class Decoder:
             return value
         if isinstance(value, list):
             return [self.decode(item, depth + 1) for item in value]
-        if not isinstance(value, dict) or len(value) == 0:
+        tag = next((key for key in _TAGS if isinstance(value, dict) and key in value), None)
+        if tag is None or not set(value) <= _TAGS[tag]:
             raise ProtocolError("malformed value in message")
-        if "$tensor" in value:
-            key = value["$tensor"]
-            if key not in self._tensors:
-                raise ProtocolError(f"message refers to a missing tensor {key!r}")
-            tensor = self._tensors[key]
-            if type(tensor) is not torch.Tensor:
-                raise ProtocolError("tensor payload did not decode to a plain torch.Tensor")
-            return self._place(tensor, str(value.get("device", "cpu")), bool(value.get("requires_grad")))
-        if "$tuple" in value:
-            return tuple(self.decode(item, depth + 1) for item in _list(value["$tuple"]))
-        if "$dict" in value:
-            pairs = _list(value["$dict"])
-            return {_pair(pair)[0]: self.decode(_pair(pair)[1], depth + 1) for pair in pairs}
-        if "$float" in value:
-            if value["$float"] not in ("nan", "inf", "-inf"):
+        payload = value[tag]
+        if tag == "$tensor":
+            return self._tensor(value)
+        if tag == "$tuple":
+            return tuple(self.decode(item, depth + 1) for item in _list(payload))
+        if tag == "$dict":
+            pairs = [_pair(pair) for pair in _list(payload)]
+            return {key: self.decode(item, depth + 1) for key, item in pairs}
+        if tag == "$float":
+            if not isinstance(payload, str) or payload not in ("nan", "inf", "-inf"):
                 raise ProtocolError("malformed float in message")
-            return float(value["$float"])
-        if "$dtype" in value:
-            if value["$dtype"] not in _DTYPES:
-                raise ProtocolError(f"unknown dtype {value['$dtype']!r} in message")
-            return _DTYPES[value["$dtype"]]
-        if "$device" in value:
-            return torch.device(parse_device(str(value["$device"])))
-        if "$handle" in value:
-            return self._on_handle(value)
-        raise ProtocolError("unknown tag in message")
+            return float(payload)
+        if tag == "$dtype":
+            if not isinstance(payload, str) or payload not in _DTYPES:
+                raise ProtocolError(f"unknown dtype {_shown(payload)} in message")
+            return _DTYPES[payload]
+        if tag == "$device":
+            return torch.device(parse_device(payload))
+        if type(payload) is not int or not all(isinstance(value.get(key, ""), str) for key in ("type", "kind")):
+            raise ProtocolError("malformed handle in message")
+        return self._on_handle(value)
+
+    def _tensor(self, value: dict[str, Any]) -> torch.Tensor:
+        key, device, requires_grad = value["$tensor"], value.get("device", "cpu"), value.get("requires_grad", False)
+        if not isinstance(key, str) or not isinstance(device, str) or not isinstance(requires_grad, bool):
+            raise ProtocolError("malformed tensor in message")
+        if key not in self._tensors:
+            raise ProtocolError(f"message refers to a missing tensor {_shown(key)}")
+        tensor = self._tensors[key]
+        if type(tensor) is not torch.Tensor or tensor.dtype not in _DTYPE_NAMES:
+            raise ProtocolError("tensor payload did not decode to a plain torch.Tensor of a known dtype")
+        return self._place(tensor, device, requires_grad)
+
+
+# Each tag and the keys an object so tagged may hold.
+_TAGS: dict[str, set[str]] = {
+    "$tensor": {"$tensor", "device", "requires_grad"}, "$tuple": {"$tuple"}, "$dict": {"$dict"},
+    "$float": {"$float"}, "$dtype": {"$dtype"}, "$device": {"$device"}, "$handle": {"$handle", "type", "kind"},
+}
+
+
+def _shown(value: Any) -> str:
+    """An untrusted value for a message: a short string's repr, else only its type (a repr may recurse)."""
+    return repr(value[:40]) if isinstance(value, str) else f"of type {type(value).__name__}"
 
 
 def _list(value: Any) -> list[Any]:
@@ -252,16 +301,16 @@ def _list(value: Any) -> list[Any]:
 
 
 def _pair(value: Any) -> tuple[str | int, Any]:
-    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], (str, int))):
+    if not (isinstance(value, list) and len(value) == 2 and type(value[0]) in (str, int)):
         raise ProtocolError("malformed dict entry in message")
     return value[0], value[1]
 
 
-def parse_device(text: str) -> str:
+def parse_device(text: Any) -> str:
     """Accept only "cpu", "cuda" and "cuda:N": a device string is data from the other side."""
-    if text == "cpu" or text == "cuda" or (text.startswith("cuda:") and text[5:].isdigit()):
+    if isinstance(text, str) and re.fullmatch(r"cpu|cuda(:[0-9]{1,3})?", text):
         return text
-    raise ProtocolError(f"unknown device {text!r} in message")
+    raise ProtocolError(f"unknown device {_shown(text)} in message")
 
 
 def dtype_name(dtype: torch.dtype) -> str:

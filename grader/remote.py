@@ -150,13 +150,20 @@ class Connection:
         except WorkerGone as problem:
             self._lost(what)
             raise WorkerCrash(f"{problem} in {what}; the worker was restarted{self._stderr_tail(process)}") from None
-        if not reply.get("ok"):
-            raise _failure(reply.get("error"), what, self.limits)
+        except protocol.ProtocolError as error:  # exchange killed the worker: no later reply can answer anything
+            raise self._broke_protocol(what, error) from None
+        if not reply["ok"]:
+            raise _failure(reply["error"], what, self.limits)
         decoder = protocol.Decoder(reply_tensors, self._remote, place=_place)
         try:
-            return decoder.decode(reply.get("value"))
+            return decoder.decode(reply["value"])
         except protocol.ProtocolError as error:
-            raise SubmissionFailure(f"{what} sent back something the grader refuses: {error}") from None
+            raise self._broke_protocol(what, error) from None
+
+    def _broke_protocol(self, what: str, error: protocol.ProtocolError) -> WorkerCrash:
+        """A reply the grader cannot take (forged, stale, malformed): only code in the worker writes one."""
+        self._lost(what)
+        return WorkerCrash(f"{what} broke the grader's protocol ({error}): the worker was restarted")
 
     def _ready_worker(self) -> WorkerProcess:
         """A worker that said hello; one that cannot start is retried once in a fresh sandbox."""
@@ -191,11 +198,9 @@ class Connection:
         return "\nLast lines on stderr:\n" + "\n".join(lines)
 
     def _remote(self, value: dict[str, Any]) -> Remote:
-        handle = value["$handle"]
-        if not isinstance(handle, int):
-            raise protocol.ProtocolError("malformed handle")
-        type_name = str(value.get("type", "object"))
-        return Remote(self, handle, self.generation, type_name.rsplit(".", 1)[-1], str(value.get("kind", "object")))
+        # The Decoder checked that the handle is an int and the type and kind strings.
+        name = value.get("type", "object")[:200].rsplit(".", 1)[-1]
+        return Remote(self, value["$handle"], self.generation, name, value.get("kind", "object"))
 
     def encode(self, args: Any) -> tuple[Any, dict[str, torch.Tensor]]:
         def on_object(obj: Any) -> dict[str, Any]:
@@ -317,6 +322,8 @@ def _place(tensor: torch.Tensor, device: str, requires_grad: bool) -> torch.Tens
     device = protocol.parse_device(device)
     if device != "cpu" and not torch.cuda.is_available():
         raise protocol.ProtocolError(f"a tensor arrived on {device}, but this process has no CUDA")
+    if device.startswith("cuda:") and int(device[5:]) >= torch.cuda.device_count():
+        raise protocol.ProtocolError(f"a tensor arrived on {device}, a GPU this machine does not have")
     return tensor.to(device)
 
 

@@ -614,6 +614,7 @@ class WorkerProcess:
         os.set_blocking(to_worker, False)  # every write to the worker has a deadline (protocol.write_message)
         self._from_worker = from_worker
         self._ready = False
+        self._last_id = 0  # each request's id; the hello is 0
         self.started_at = time.monotonic()
         for fd, tail in ((out, self.stdout), (err, self.stderr)):
             threading.Thread(target=_drain, args=(fd, tail), daemon=True).start()
@@ -630,27 +631,33 @@ class WorkerProcess:
     def exchange(
         self, header: dict[str, Any], tensors: dict[str, torch.Tensor], *, timeout_s: float
     ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-        """Send one request and wait for its answer; kill the worker on timeout or protocol abuse."""
+        """Send one request and wait for its answer; kill the worker on timeout or protocol abuse.
+
+        protocol.ProtocolError when what came back is not the answer to this request (the worker is then dead).
+        """
         from . import protocol
 
         self.wait_ready()
         deadline = time.monotonic() + timeout_s
+        self._last_id += 1
         try:
-            protocol.write_message(self._to_worker, header, tensors, deadline=deadline)
+            protocol.write_message(self._to_worker, {**header, "id": self._last_id}, tensors, deadline=deadline)
         except protocol.Timeout:
             self.kill()
             raise WorkerTimeout(f"timed out after {timeout_s:g} s") from None
         except (BrokenPipeError, OSError):
             raise WorkerGone(self._death_reason()) from None
-        return self._receive(deadline, timeout_s)
+        return self._receive(deadline, timeout_s, self._last_id)
 
     def wait_ready(self) -> dict[str, Any]:
+        from . import protocol
+
         if self._ready:
             return self.hello
         self._client.zygote.check_self_test()
-        try:
-            header, _ = self._receive(self.started_at + self.limits.start_timeout_s, self.limits.start_timeout_s)
-        except (WorkerGone, WorkerTimeout) as problem:
+        try:  # no submission code has run yet: whatever goes wrong here is the sandbox's failure
+            header, _ = self._receive(self.started_at + self.limits.start_timeout_s, self.limits.start_timeout_s, 0)
+        except (WorkerGone, WorkerTimeout, protocol.ProtocolError) as problem:
             raise WorkerStartError(
                 f"the grading worker could not start: {problem}. {self._client.zygote.problem()}"
             ) from None
@@ -658,19 +665,22 @@ class WorkerProcess:
         self._ready = True
         return self.hello
 
-    def _receive(self, deadline: float, timeout_s: float) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    def _receive(self, deadline: float, timeout_s: float,
+                 request_id: int) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         from . import protocol
 
         try:
-            return protocol.read_message(self._from_worker, deadline=deadline)
+            reply = protocol.read_message(self._from_worker, deadline=deadline)
+            protocol.check_reply(reply[0], request_id)
+            return reply
         except protocol.Timeout:
             self.kill()
             raise WorkerTimeout(f"timed out after {timeout_s:g} s") from None
         except protocol.PeerClosed:
             raise WorkerGone(self._death_reason()) from None
-        except protocol.ProtocolError as error:
-            self.kill()
-            raise WorkerGone(f"the worker broke the protocol ({error})") from None
+        except protocol.ProtocolError:
+            self.kill()  # nothing it sends later can be trusted to answer anything
+            raise
 
     def _death_reason(self) -> str:
         pid = self.pid

@@ -27,13 +27,14 @@ def serve(fd_in: int, fd_out: int, *, limits: dict[str, int], threads: int) -> N
     from . import protocol
 
     worker = Worker(protocol, torch)
-    protocol.write_message(fd_out, {"ok": True, "value": worker.hello()}, {})
+    protocol.write_message(fd_out, {"id": 0, "ok": True, "value": worker.hello()}, {})
     while True:
         try:
             request, tensors = protocol.read_message(fd_in)
         except protocol.PeerClosed:
             return
         header, out_tensors = worker.handle(request, tensors)
+        header["id"] = request.get("id")  # the trusted side takes no reply that does not echo its request's id
         protocol.write_message(fd_out, header, out_tensors)
 
 
