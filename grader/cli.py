@@ -36,6 +36,7 @@ from .sandbox import Limits, WorkerStartError
 from .selection import Selection, UsageError, hidden_installed, kit_root, select
 from .session import GradingSession, resolve_device
 from .submission import SubmissionInputError
+from .text import clean, tolerant_output
 from .tiers import IsolationRefused
 
 EXIT_OK, EXIT_FAIL_UNDER, EXIT_USAGE = 0, 1, 2
@@ -53,7 +54,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _die(message: str) -> NoReturn:
-    print(f"grader: error: {message}", file=sys.stderr)
+    print(f"grader: error: {clean(message, newlines=False)}", file=sys.stderr)  # it may name a file of the submission
     raise SystemExit(EXIT_USAGE)
 
 
@@ -217,7 +218,7 @@ def _grade(
         return runner.grade(session, selection, quick=quick, timeout_s=timeout_s)
     columns = (TextColumn("Grading {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
-        task = progress.add_task(escape(session.path.name or str(session.path)), total=None)
+        task = progress.add_task(escape(clean(session.path.name or str(session.path), newlines=False)), total=None)
         return runner.grade(
             session, selection, quick=quick, timeout_s=timeout_s,
             on_start=lambda total: progress.update(task, total=total),
@@ -295,11 +296,12 @@ def _render_summary(summary: dict, console: Console, out: Path) -> None:
         hardest.add_column("Test")
         hardest.add_column("Pass rate", justify="right")
         for test in summary["hardest_tests"]:
-            hardest.add_row(escape(test["name"]), f"{test['pass_rate']:.0%}")
+            hardest.add_row(escape(clean(test["name"], newlines=False)), f"{test['pass_rate']:.0%}")
         console.print(hardest)
     for hit in summary["limits"]:
-        reason = f" ({escape(hit['reason'])})" if hit.get("reason") else ""
-        console.print(f"[yellow]not graded or hit a limit:[/] {escape(hit['id'])}: {', '.join(hit['limits'])}{reason}")
+        reason = f" ({escape(clean(hit['reason'], newlines=False))})" if hit.get("reason") else ""
+        console.print(f"[yellow]not graded or hit a limit:[/] {escape(clean(hit['id'], newlines=False))}: "
+                      f"{', '.join(hit['limits'])}{reason}")
     console.print(f"[dim]Reports in {escape(str(out))}/: <id>.json, grades.csv, summary.json[/]")
 
 
@@ -474,6 +476,7 @@ def _show(args: argparse.Namespace, console: Console) -> int:
 
 def run() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    tolerant_output()
     # SIGTERM (a batch's time budget, a CI job cancelled) unwinds like Ctrl-C, so that the worker's
     # whole process tree is killed on the way out.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -483,12 +486,13 @@ def run() -> None:
         print("grader: interrupted", file=sys.stderr)
         code = 130
     except WorkerStartError as error:  # the sandbox, never the submission: a failure of this machine or the kit
-        print(f"grader: the grader itself failed: {error}", file=sys.stderr)
+        print(f"grader: the grader itself failed: {clean(str(error), newlines=False)}", file=sys.stderr)
         code = 3
     except Exception as error:
         if os.environ.get("GRADER_DEBUG"):
             raise
-        print(f"grader: internal error: {type(error).__name__}: {error} (set GRADER_DEBUG=1 for details)",
+        print(f"grader: internal error: {clean(f'{type(error).__name__}: {error}', newlines=False)} "
+              "(set GRADER_DEBUG=1 for details)",
               file=sys.stderr)
         code = 3
     sys.exit(code)

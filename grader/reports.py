@@ -7,11 +7,12 @@ import json
 import os
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from .scoring import ExerciseResult
+from .text import clean
 
 SCHEMA = "grader-report/1"
 
@@ -28,6 +29,17 @@ class GradeReport:
     warnings: tuple[str, ...] = field(default=())
     time_budget_s: float | None = None  # `grader check --timeout`; None where the caller bounds the run itself
     budget_exhausted: bool = False  # the budget ran out before every test had run to its end
+
+    def __post_init__(self) -> None:
+        # Messages, printed output and names come from the submission: every format written from
+        # here (terminal, JSON, Gradescope, Exercism) gets them without escape sequences or surrogates.
+        object.__setattr__(self, "submission", clean(self.submission, newlines=False))
+        object.__setattr__(self, "warnings", tuple(clean(warning) for warning in self.warnings))
+        object.__setattr__(self, "exercises", tuple(
+            replace(exercise, tests=tuple(
+                replace(test, name=clean(test.name, newlines=False), message=clean(test.message))
+                for test in exercise.tests))
+            for exercise in self.exercises))
 
     @property
     def score(self) -> float:

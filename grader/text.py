@@ -1,0 +1,49 @@
+"""`text` makes strings a submission chose safe to show: on a terminal, in JSON, in a spreadsheet.
+
+A submission chooses its exception messages, what it prints, its file and folder names. Shown raw,
+an escape sequence in one of them clears the screen and draws a fake score table; a lone surrogate
+makes printing fail. `clean` turns every control character into the visible escape Python would
+write for it (`\\x1b`, `\\r`), keeping only newlines, and every lone surrogate into U+FFFD.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+REPLACEMENT = "\ufffd"
+# C0 and C1 controls and DEL (ESC and CSI start every terminal escape sequence), the separators that
+# end a line without a newline, the bidirectional overrides that reorder what is shown, surrogates.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_UNSAFE_BUT_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+# OWASP's rule for CSV injection: a cell starting with one of these is read as a formula.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _visible(match: re.Match[str]) -> str:
+    char = match.group()
+    if "\ud800" <= char <= "\udfff":
+        return REPLACEMENT
+    if char in _NAMED:
+        return _NAMED[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def clean(text: str, *, newlines: bool = True) -> str:
+    """`text` with no control characters, escape sequences or lone surrogates; newlines kept if `newlines`."""
+    return (_UNSAFE_BUT_NEWLINE if newlines else _UNSAFE).sub(_visible, text)
+
+
+def spreadsheet_cell(text: str) -> str:
+    """A text cell no spreadsheet runs as a formula: one that starts like one gets a leading `'`."""
+    return f"'{text}" if text.startswith(FORMULA_STARTS) else text
+
+
+def tolerant_output() -> None:
+    """Make stdout and stderr replace what their encoding cannot encode (PYTHONIOENCODING=ascii) instead of failing."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="replace")
