@@ -18,6 +18,7 @@ from .curriculum import SUBMISSION_FILES
 MAX_FILE_BYTES = 1 * 2**20
 MAX_ZIP_ENTRIES = 10_000
 MAX_ZIP_BYTES = 64 * 2**20
+READABLE_COMPRESSIONS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
 WORKER_FILES = (
     "zygote.py", "worker.py", "protocol.py", "processes.py", "confine.py", "probes.py", "instrument.py", "capstone.py",
 )
@@ -46,6 +47,8 @@ def load(path: Path) -> Submission:
         return _from_folder(path)
     if zipfile.is_zipfile(path):
         return _from_zip(path)
+    if path.suffix.lower() == ".zip":
+        raise SubmissionInputError(f"{path.name} is not a readable zip file (truncated or corrupt)")
     raise SubmissionInputError(f"submission {str(path)!r} is neither a folder nor a .zip file")
 
 
@@ -62,7 +65,10 @@ def _from_folder(path: Path) -> Submission:
             if size > MAX_FILE_BYTES:
                 notes.append(f"{name} is {size} bytes, over the {MAX_FILE_BYTES} byte limit, and was ignored")
             else:
-                files[name] = candidate.read_bytes()
+                try:
+                    files[name] = candidate.read_bytes()
+                except OSError as error:
+                    raise SubmissionInputError(f"{name} in {path.name} cannot be read ({error.strerror})") from None
     return Submission(path.name, files, tuple(notes))
 
 
@@ -73,7 +79,7 @@ def _holds_exercises(folder: Path) -> bool:
 def _from_zip(path: Path) -> Submission:
     try:
         archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as error:
+    except Exception as error:  # the zip's bytes are the submitter's: any failure is theirs
         raise SubmissionInputError(f"{path.name} is not a readable zip file ({error})") from None
     with archive:
         entries = archive.infolist()
@@ -101,9 +107,24 @@ def _from_zip(path: Path) -> Submission:
             if entry.file_size > MAX_FILE_BYTES:
                 notes.append(f"{filename} is over the {MAX_FILE_BYTES} byte limit and was ignored")
                 continue
-            data = archive.read(entry)
-            files[filename] = data[:MAX_FILE_BYTES]
+            files[filename] = _read_entry(archive, entry, path.name)[:MAX_FILE_BYTES]
     return Submission(path.stem, files, tuple(notes))
+
+
+def _read_entry(archive: zipfile.ZipFile, entry: zipfile.ZipInfo, zip_name: str) -> bytes:
+    """One file of the zip; any way it cannot be read (encrypted, unknown compression, corrupt) refuses the zip."""
+    where = f"{zip_name}: {entry.filename!r}"
+    if entry.flag_bits & 0x1:
+        raise SubmissionInputError(f"{where} is encrypted: zip it again without a password")
+    if entry.compress_type not in READABLE_COMPRESSIONS:
+        method = zipfile.compressor_names.get(entry.compress_type, f"method {entry.compress_type}")
+        raise SubmissionInputError(f"{where} uses a compression this grader cannot read ({method}): "
+                                   "zip it again with the usual (deflate) compression")
+    try:
+        return archive.read(entry)
+    except Exception as error:  # bad CRC, truncated data, a broken compressed stream, ...
+        raise SubmissionInputError(f"{where} cannot be read, the zip is corrupt ({type(error).__name__}: "
+                                   f"{error})") from None
 
 
 def _exercise_folder(paths: dict[PurePosixPath, zipfile.ZipInfo]) -> PurePosixPath:
