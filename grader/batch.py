@@ -35,7 +35,10 @@ from .reports import SCHEMA, atomic_path, write_json
 from .sandbox import remove_stale_stages
 from .selection import Selection, kit_root
 from .submission import SubmissionInputError, load
+from .text import clean, id_of, spreadsheet_cell
 
+# DIR/grades.csv and DIR/summary.json: no submission's report may take or shadow their names.
+RESERVED_IDS = frozenset({"grades", "summary"})
 # How the worker's limits announce themselves in a test's message (see remote.py).
 LIMIT_SIGNS = {"timed out after": "timeout", "crashed with": "crash", "the worker exited with": "crash",
                "ran out of memory": "memory"}
@@ -43,7 +46,7 @@ LIMIT_SIGNS = {"timed out after": "timeout", "crashed with": "crash", "the worke
 
 @dataclass(frozen=True)
 class Entry:
-    id: str
+    id: str  # safe as a file name and in a spreadsheet, unique in the batch (see `discover`)
     path: Path
 
 
@@ -55,17 +58,26 @@ class Result:
 
 
 def discover(folder: Path) -> list[Entry]:
-    """Every sub-folder and .zip in `folder`, named by its file name (a zip without .zip)."""
+    """Every sub-folder and .zip in `folder`, with its id: its file name (a zip's without .zip) where that is safe.
+
+    A name that is not safe as a file name or a spreadsheet cell (see `text.id_of`), or is taken (by
+    another submission, in any case, or by grades.csv and summary.json), gets a suffix from a hash of
+    the file name: ids are unique, and the same on every run, so a rerun finds the reports it wrote.
+    """
     candidates = sorted(p for p in folder.iterdir() if not p.name.startswith(".")
                         and (p.is_dir() or p.suffix.lower() == ".zip"))
-    taken: set[str] = set()
+    taken = set(RESERVED_IDS)  # casefolded: two ids that differ only in case are one file on some disks
     entries = []
     for path in candidates:
         name = path.name if path.is_dir() else path.stem
-        if name in taken:
-            name = path.name
-        taken.add(name)
-        entries.append(Entry(name, path))
+        usable = [n for n in (name, path.name) if id_of(n) == n and n.casefold() not in taken]
+        chosen = usable[0] if usable else f"{id_of(name)}-{hashlib.sha256(os.fsencode(path.name)).hexdigest()[:8]}"
+        base, extra = chosen, 1
+        while chosen.casefold() in taken:  # a classmate named their folder after this one's hash
+            extra += 1
+            chosen = f"{base}-{extra}"
+        taken.add(chosen.casefold())
+        entries.append(Entry(chosen, path))
     return entries
 
 
@@ -75,8 +87,11 @@ def key(entry: Entry, selection: Selection) -> str:
     try:
         for name, data in sorted(load(entry.path).files.items()):
             digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
-    except SubmissionInputError:
-        digest.update(entry.path.read_bytes() if entry.path.is_file() else b"unreadable")
+    except (SubmissionInputError, OSError):  # refused when graded; its key changes when its bytes do
+        try:
+            digest.update(entry.path.read_bytes() if entry.path.is_file() else b"unreadable")
+        except OSError:
+            digest.update(b"unreadable")
     for path in sorted(selection.files) + sorted((kit_root() / "grader").glob("*.py")):
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
@@ -236,7 +251,8 @@ def _grade(slot: Slot, entry: Entry, out: Path, selection: Selection, report_key
             report = _empty_report(entry, selection, device, outcome.get("reason") or "the report is missing")
     finally:
         shutil.rmtree(partial.parent, ignore_errors=True)
-    report.update({"id": entry.id, "key": report_key, "status": status})
+    report.update({"id": entry.id, "submission_name": clean(entry.path.name, newlines=False), "key": report_key,
+                   "status": status})
     write_json(report, out / f"{entry.id}.json")
     return Result(entry.id, status, report)
 
@@ -262,8 +278,9 @@ def _empty_report(entry: Entry, selection: Selection, device: str, reason: str) 
                     "max_points": float(BY_ID[exercise_id].points), "message": reason, "seed": None}]}
         for exercise_id in selection.exercises
     ]
-    return {"schema": SCHEMA, "submission": str(entry.path), "suite": selection.suite, "device": device,
-            "score": 0.0, "max_score": sum(e["max_score"] for e in exercises), "duration_s": 0.0,
+    reason = clean(reason)  # the slot's reason may quote the submission (a zip's name, an exception)
+    return {"schema": SCHEMA, "submission": clean(str(entry.path), newlines=False), "suite": selection.suite,
+            "device": device, "score": 0.0, "max_score": sum(e["max_score"] for e in exercises), "duration_s": 0.0,
             "torch": "", "sandbox": "", "warnings": [reason], "exercises": exercises}
 
 
@@ -280,7 +297,8 @@ def write_grades_csv(results: list[Result], selection: Selection, path: Path) ->
         scores = {e["id"]: e["score"] for e in result.report.get("exercises", [])}
         # A submission skipped as done keeps the status it was graded with.
         status = result.report.get("status", "graded") if result.status == "skipped" else result.status
-        writer.writerow([result.id, CSV_STATUS.get(status, status), result.report.get("sandbox") or "",
+        text = [result.id, CSV_STATUS.get(status, status), result.report.get("sandbox") or ""]
+        writer.writerow([*(spreadsheet_cell(cell) for cell in text),
                          *(f"{scores.get(x, 0.0):g}" for x in selection.exercises),
                          f"{result.report.get('score', 0.0):g}"])
     with atomic_path(path, ".tmp") as temporary:

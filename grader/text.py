@@ -17,6 +17,9 @@ REPLACEMENT = "\ufffd"
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _UNSAFE_BUT_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+# What an id keeps of a name: letters, digits, `_`, `.` and `-` (never first), within a file name's length.
+_NOT_IN_ID = re.compile(r"[^\w.-]")
+MAX_ID_BYTES = 150
 # OWASP's rule for CSV injection: a cell starting with one of these is read as a formula.
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -34,6 +37,16 @@ def _visible(match: re.Match[str]) -> str:
 def clean(text: str, *, newlines: bool = True) -> str:
     """`text` with no control characters, escape sequences or lone surrogates; newlines kept if `newlines`."""
     return (_UNSAFE_BUT_NEWLINE if newlines else _UNSAFE).sub(_visible, text)
+
+
+def id_of(name: str) -> str:
+    """`name` made safe as a file name and a spreadsheet cell: equal to `name` exactly when it was already safe."""
+    safe = _NOT_IN_ID.sub("_", name)
+    if safe[:1] in (".", "-"):  # a hidden file, an option to every shell command, a formula
+        safe = "_" + safe[1:]
+    while len(safe.encode()) > MAX_ID_BYTES:
+        safe = safe[:-1]
+    return safe or "_"
 
 
 def spreadsheet_cell(text: str) -> str:
