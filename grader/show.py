@@ -16,12 +16,14 @@ from typing import Any
 import torch
 from rich.color import Color
 from rich.console import Console
+from rich.markup import escape
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
 from .reports import atomic_path
 from .session import GradingSession
+from .text import clean
 
 # Note 3's embeddings; the weights it prints for them are softmax(X Xᵀ / 2), row by row.
 EXAMPLE: tuple[tuple[float, ...], ...] = (
@@ -140,7 +142,8 @@ def _cell(weight: float, top: float) -> Text:
 
 def render(heatmap: Heatmap, console: Console) -> None:
     if heatmap.weights is None:
-        console.print(f"[yellow]✘[/] {heatmap.problem}")
+        # The problem quotes the submission's own error message.
+        console.print(f"[yellow]✘[/] {escape(clean(heatmap.problem or '', newlines=False))}")
         return
     weights = heatmap.weights
     top = float(weights.nan_to_num(nan=0.0).max()) or 1.0

@@ -20,6 +20,7 @@ from rich.markup import escape
 
 from . import state
 from .curriculum import BY_ID, EXERCISES
+from .text import clean
 
 POLL_S = 0.5
 SETTLE_S = 0.3  # an editor may write a file in several steps: wait until it holds still
@@ -120,8 +121,8 @@ def watch(submission: Path, exercise: str | None, *, console: Console, quick: bo
             target = exercise or next_exercise(submission, saved=saved)
             if console.is_terminal:
                 console.clear()
-            because = f" · saved {', '.join(saved)}" if saved else ""
-            console.rule(f"[bold]grader check {target}[/]{escape(because)}", align="left")
+            because = f" · saved {', '.join(saved)}" if saved else ""  # file names the student chose
+            console.rule(f"[bold]grader check {target}[/]{escape(clean(because, newlines=False))}", align="left")
             before = snapshot(submission)
             arguments = ["check", target, "--submission", str(submission), *(["--quick"] if quick else [])]
             run_check(arguments)
@@ -130,7 +131,8 @@ def watch(submission: Path, exercise: str | None, *, console: Console, quick: bo
                 _say_what_next(submission, target, console)
             if max_runs is not None and runs >= max_runs:
                 return 0
-            console.print(f"[dim]Watching {escape(str(submission))} for saves · Ctrl-C to stop[/]")
+            where = escape(clean(str(submission), newlines=False))
+            console.print(f"[dim]Watching {where} for saves · Ctrl-C to stop[/]")
             after = snapshot(submission)
             if after != before:
                 saved = changed(before, after)  # saved while the check ran: check again at once
