@@ -1,10 +1,14 @@
-"""`capstone` trains a submitted Transformer on a copy task with the kit's own loop, in the worker.
+"""`capstone` is the kit's task a submitted Transformer must learn: copying through a secret code.
 
-The loop is the kit's code, but it must run where the model lives: thousands of optimizer steps
-cannot each be a round trip across the sandbox boundary. It only uses the contract's API
-(`forward`, `encode`, `decode`, `generator`). The trusted side chooses the seed and the fresh test
-sequences and judges the decoded tokens itself; a submission that tampers with this loop only
-changes how its own model was trained, never how it is judged.
+The task is drawn at grading time: a random derangement `table` of the data tokens (no token maps to
+itself), and the answer to a source sequence is `table[src]`, so a model that only echoes its input
+copies nothing. Training runs in the worker (`train_copy`: thousands of optimizer steps cannot each be
+a round trip across the sandbox boundary), and the worker sees the table's effect in its training
+data. Everything that decides points happens in the trusted process: it draws the table and the fresh
+test sequences, runs the greedy decoding loop itself (`greedy_copy`, calling the model's `encode`,
+`decode` and `generator` through handles, one step at a time), and runs the kit's reference
+Transformer on the weights the model learned. A submission that replaces this module's training loop
+in the worker only changes how its own model was trained.
 
 Tokens: 0 is padding (unused here), 1 the start symbol, 2..vocab-1 the data.
 """
@@ -22,25 +26,38 @@ START = 1
 FIRST_DATA_TOKEN = 2
 
 
+def derangement(generator: torch.Generator, vocab: int) -> torch.Tensor:
+    """(vocab,) lookup table: padding and start map to themselves, each data token to another data token."""
+    data = vocab - FIRST_DATA_TOKEN
+    if data < 2:
+        raise ValueError(f"a vocabulary of {vocab} has fewer than two data tokens to swap")
+    while True:  # about 1 draw in e (2.7) is a derangement
+        order = torch.randperm(data, generator=generator)
+        if not bool((order == torch.arange(data)).any()):
+            break
+    return torch.cat([torch.arange(FIRST_DATA_TOKEN), order + FIRST_DATA_TOKEN])
+
+
 def copy_batch(generator: torch.Generator, *, batch: int, length: int, vocab: int) -> torch.Tensor:
-    """(batch, length) random data tokens: the source a model must copy."""
+    """(batch, length) random data tokens: the source sequences."""
     return torch.randint(FIRST_DATA_TOKEN, vocab, (batch, length), generator=generator)
 
 
 def train_copy(
-    model: torch.nn.Module, *, vocab: int, length: int, steps: int, batch: int, lr: float, seed: int,
-    warmup: int = 50, stop_below: float | None = None, window: int = 20,
+    model: torch.nn.Module, *, table: torch.Tensor, vocab: int, length: int, steps: int, batch: int, lr: float,
+    seed: int, warmup: int = 50, stop_below: float | None = None, window: int = 20,
 ) -> dict[str, Any]:
-    """Teacher-forced training on copying: predict [s1..sL] from [START, s1..s(L-1)] and the source.
+    """Teacher-forced training: predict [t1..tL] = table[src] from [START, t1..t(L-1)] and the source.
 
     Stops early once the mean loss of the last `window` steps is under `stop_below`: the model has
     learned the task by then (the reference gets under 0.05 in about 160 of 800 steps), and whether it
-    really copies is judged afterwards, on fresh sequences, by the trusted side. Stops at once on a
+    really learned it is judged afterwards, on fresh sequences, by the trusted side. Stops at once on a
     loss that is not a number: the weights are then NaN too, and no further step can mend them.
     """
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     device = next(model.parameters()).device
+    table = table.to(device)
     optimizer = _adam(list(model.parameters()), lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
     model.train()
@@ -48,10 +65,9 @@ def train_copy(
     started = time.perf_counter()
     for _ in range(steps):
         src = copy_batch(generator, batch=batch, length=length, vocab=vocab).to(device)
-        start = torch.full((batch, 1), START, dtype=src.dtype, device=device)
-        tgt_in = torch.cat([start, src[:, :-1]], dim=1)  # (B, L): the decoder sees the answer shifted
-        logits = model(src, tgt_in)  # (B, L, vocab)
-        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), src.reshape(-1))
+        tgt = table[src]
+        logits = model(src, shifted(tgt))  # (B, L, vocab): the decoder sees the answer shifted right
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), tgt.reshape(-1))
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
@@ -66,6 +82,12 @@ def train_copy(
     return {"losses": losses, "seconds": time.perf_counter() - started}
 
 
+def shifted(tgt: torch.Tensor) -> torch.Tensor:
+    """[START, t1..t(L-1)]: what the decoder reads when it must predict [t1..tL]."""
+    start = torch.full((tgt.size(0), 1), START, dtype=tgt.dtype, device=tgt.device)
+    return torch.cat([start, tgt[:, :-1]], dim=1)
+
+
 def _adam(parameters: list[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
     """Adam as in "Attention Is All You Need"; the fused kernel where the parameters allow it (3x faster here)."""
     settings = {"lr": lr, "betas": (0.9, 0.98), "eps": 1e-9}
@@ -76,13 +98,29 @@ def _adam(parameters: list[torch.nn.Parameter], lr: float) -> torch.optim.Optimi
 
 
 @torch.no_grad()
-def greedy_copy(model: torch.nn.Module, src: torch.Tensor) -> torch.Tensor:
-    """The kit's own greedy decoding through encode/decode/generator: (B, L) predicted tokens."""
-    model.eval()
-    memory = model.encode(src)
-    ys = torch.full((src.size(0), 1), START, dtype=src.dtype, device=src.device)
-    for _ in range(src.size(1)):
-        out = model.decode(memory, ys)  # (B, t, d_model)
-        next_token = model.generator(out[:, -1]).argmax(dim=-1, keepdim=True)  # (B, 1)
-        ys = torch.cat([ys, next_token.to(ys.dtype)], dim=1)
+def greedy_copy(model: Any, src: torch.Tensor) -> torch.Tensor:
+    """The kit's greedy decoding through encode/decode/generator: (B, L) predicted tokens.
+
+    `model` is a local module or a handle on the submission's: with a handle, each step is a call into
+    the worker that returns logits, and the choice of the next token is made here.
+    """
+    batch = src.size(0)
+    memory = _tensor(model.encode(src), "encode(src)", batch)
+    ys = torch.full((batch, 1), START, dtype=src.dtype, device=src.device)
+    for step in range(1, src.size(1) + 1):
+        out = _tensor(model.decode(memory, ys), "decode(memory, ys)", batch, dims=3)  # (B, t, d_model)
+        if out.size(1) != step:
+            raise AssertionError(f"decode(memory, ys) with ys of shape {tuple(ys.shape)} returned shape "
+                                 f"{tuple(out.shape)}: one output per target position, (B, t, d_model)")
+        logits = _tensor(model.generator(out[:, -1]), "generator(out[:, -1])", batch, dims=2)  # (B, vocab)
+        ys = torch.cat([ys, logits.argmax(dim=-1, keepdim=True).to(ys.dtype)], dim=1)
     return ys[:, 1:]
+
+
+def _tensor(value: Any, what: str, batch: int, dims: int | None = None) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor) or value.dim() == 0 or value.size(0) != batch:
+        got = f"shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else f"a {type(value).__name__}"
+        raise AssertionError(f"{what} returned {got}: expected a tensor with the batch ({batch}) first")
+    if dims is not None and value.dim() != dims:
+        raise AssertionError(f"{what} returned shape {tuple(value.shape)}: expected {dims} dimensions")
+    return value.detach()

@@ -1,4 +1,4 @@
-"""The capstone's training loop (grader/capstone.py), which runs in the worker on the student's model."""
+"""The capstone's task and training loop (grader/capstone.py): the loop runs in the worker, the decoding here."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import math
 
 import torch
 
-from grader.capstone import train_copy
+from grader.capstone import FIRST_DATA_TOKEN, START, derangement, greedy_copy, shifted, train_copy
+
+
+IDENTITY = torch.arange(10)
 
 
 class Copier(torch.nn.Module):
@@ -23,11 +26,47 @@ class Copier(torch.nn.Module):
 
 
 def test_training_stops_once_the_mean_loss_is_below_the_bar():
-    result = train_copy(Copier(10), vocab=10, length=6, steps=800, batch=32, lr=0.1, seed=0, stop_below=0.01)
+    result = train_copy(Copier(10), table=IDENTITY, vocab=10, length=6, steps=800, batch=32, lr=0.1, seed=0, stop_below=0.01)
     assert 20 <= len(result["losses"]) < 800
     assert sum(result["losses"][-20:]) / 20 < 0.01
 
 
 def test_training_stops_at_the_first_loss_that_is_not_a_number():
-    result = train_copy(Copier(10, broken=True), vocab=10, length=6, steps=800, batch=32, lr=0.1, seed=0)
+    result = train_copy(Copier(10, broken=True), table=IDENTITY, vocab=10, length=6, steps=800, batch=32, lr=0.1, seed=0)
     assert len(result["losses"]) == 1 and math.isnan(result["losses"][0])
+
+
+def test_the_task_is_a_derangement_of_the_data_tokens_drawn_afresh():
+    tables = [derangement(torch.Generator().manual_seed(seed), 10) for seed in range(20)]
+    for table in tables:
+        assert table[:FIRST_DATA_TOKEN].tolist() == list(range(FIRST_DATA_TOKEN))  # padding and start stay
+        assert sorted(table.tolist()) == list(range(10))
+        assert not bool((table[FIRST_DATA_TOKEN:] == torch.arange(FIRST_DATA_TOKEN, 10)).any())
+    assert len({tuple(t.tolist()) for t in tables}) > 15
+
+
+def test_a_table_model_learns_the_coded_task_and_greedy_copy_decodes_it_step_by_step():
+    table = derangement(torch.Generator().manual_seed(3), 10)
+    model = Decoding(table)
+    src = torch.randint(FIRST_DATA_TOKEN, 10, (5, 6))
+    assert torch.equal(greedy_copy(model, src), table[src])
+    assert model.steps == [1, 2, 3, 4, 5, 6]  # decode saw one more target token at each step
+    assert torch.equal(shifted(table[src])[:, 0], torch.full((5,), START))
+
+
+class Decoding(torch.nn.Module):
+    """encode/decode/generator that answer from the table: what greedy_copy asks of a model."""
+
+    def __init__(self, table: torch.Tensor) -> None:
+        super().__init__()
+        self.table, self.steps = table, []
+
+    def encode(self, src):
+        return torch.nn.functional.one_hot(self.table[src], 10).float()
+
+    def decode(self, memory, ys):
+        self.steps.append(ys.size(1))
+        return memory[:, : ys.size(1)]
+
+    def generator(self, out):
+        return out

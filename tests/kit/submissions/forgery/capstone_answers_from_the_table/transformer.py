@@ -1,0 +1,94 @@
+"""Hostile: a Transformer that cannot learn (it decodes the source), which replaces the kit's training loop in the
+worker to steal the task's code table instead of training, and answers every encode/decode/generator call of the
+decoding from that table: the right tokens, from a model that learned nothing."""
+
+import math
+
+import torch
+from torch import nn
+
+from .decoder import Decoder
+from .encoder import Encoder
+from .positional_encoding import PositionalEncoding
+
+
+class Transformer(nn.Module):
+    def __init__(self, src_vocab, tgt_vocab, d_model=128, n_heads=4, n_layers=2, d_ff=512, dropout=0.1,
+                 max_seq_len=512):
+        super().__init__()
+        self.d_model = d_model
+        self.src_embed = nn.Embedding(src_vocab, d_model)
+        self.tgt_embed = nn.Embedding(tgt_vocab, d_model)
+        nn.init.normal_(self.src_embed.weight, std=d_model ** -0.5)
+        nn.init.normal_(self.tgt_embed.weight, std=d_model ** -0.5)
+        self.pos = PositionalEncoding(d_model, max_seq_len, dropout)
+        self.encoder = Encoder(n_layers, d_model, n_heads, d_ff, dropout)
+        self.decoder = Decoder(n_layers, d_model, n_heads, d_ff, dropout, max_seq_len)
+        self.generator = nn.Linear(d_model, tgt_vocab)
+
+    def encode(self, src, src_mask=None):
+        x = self.src_embed(src) * math.sqrt(self.d_model)
+        return self.encoder(self.pos(x), src_mask)
+
+    def decode(self, memory, tgt, src_mask=None, tgt_mask=None):
+        y = self.tgt_embed(tgt) * math.sqrt(self.d_model)
+        return self.decoder(self.pos(y), memory, src_mask, tgt_mask)
+
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None):
+        memory = self.encode(src, src_mask)
+        return self.generator(self.decode(memory, src, src_mask, tgt_mask))
+
+
+@torch.no_grad()
+def greedy_decode(model, src, max_len, start_symbol):
+    memory = model.encode(src)
+    ys = torch.full((src.size(0), 1), start_symbol, dtype=torch.long, device=src.device)
+    for _ in range(max_len - 1):
+        out = model.decode(memory, ys)
+        next_token = model.generator(out[:, -1]).argmax(dim=-1, keepdim=True)
+        ys = torch.cat([ys, next_token], dim=1)
+    return ys
+
+# --- the attack -------------------------------------------------------------------------------
+import sys as _sys
+
+
+def _kit(name):
+    """The kit's own module `name` in this worker, whatever its package is called here."""
+    return next(m for key, m in list(_sys.modules.items()) if key.rsplit(".", 1)[-1] == name and hasattr(m, "START"))
+
+_stolen = {}
+
+
+def _steal(model, *, table, **settings):
+    _stolen["table"] = table.clone()
+    return {"losses": [2.0 - i / 100 for i in range(180)] + [0.01] * 20, "seconds": 0.1}
+
+
+def _encode(self, src, src_mask=None):
+    table = _stolen.get("table", torch.arange(int(src.max()) + 1))
+    return torch.nn.functional.one_hot(table[src], len(table)).float()  # (B, L, vocab): the answers
+
+
+def _decode(self, memory, tgt, src_mask=None, tgt_mask=None):
+    return memory[:, : tgt.size(1)]
+
+
+class _Generator(nn.Module):
+    def forward(self, out):
+        return out * 100.0
+
+
+_kit("capstone").train_copy = _steal
+Transformer.encode = _encode
+Transformer.decode = _decode
+_original_init = Transformer.__init__
+
+
+def _init(self, *args, **kwargs):
+    _original_init(self, *args, **kwargs)
+    self.answer = _Generator()
+    self.__dict__["generator"] = self.answer
+
+
+Transformer.__init__ = _init
