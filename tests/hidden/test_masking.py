@@ -2,8 +2,9 @@
 
 `causal_average` is compared with its loop definition run in float64; `weight_mask_and_normalization`
 with the float64 golden of the reference. Each tolerance is derived from how far the float32
-reference lands from that golden on the same inputs. Vectorisation is judged by the number of aten
-operations a call dispatches, which must not grow with T.
+reference lands from that golden on the same inputs. Vectorisation is judged twice: by the number of
+aten operations a call dispatches, which must not grow with T (counted in the worker), and by the
+submitted source, read here in the trusted process, which must show no Python loop (grader/loops.py).
 """
 
 import contextlib
@@ -11,6 +12,7 @@ import contextlib
 import pytest
 import torch
 
+from grader.loops import python_loops
 from grader.remote import NotImplementedYet, SubmissionFailure
 from grader.testing import assert_close, count_ops, expect_tensor, golden, tolerance
 
@@ -55,7 +57,7 @@ def test_causal_average_float64_in_float64_out(impl, ref, device, seed):
 
 
 @pytest.mark.points(4)
-def test_causal_average_is_vectorised(impl, ref, device, seed):
+def test_causal_average_is_vectorised(impl, ref, device, seed, grading):
     short, long = torch.randn(2, 8, 4, device=device), torch.randn(2, 64, 4, device=device)
     at_8, at_64 = count_ops(impl.masking.causal_average, short), count_ops(impl.masking.causal_average, long)
     expected = loop_definition(long.double())
@@ -68,6 +70,12 @@ def test_causal_average_is_vectorised(impl, ref, device, seed):
             f"grows with T, so it loops over the positions (the reference runs {reference} at any T). Hint: build "
             "the (T, T) weight matrix once and replace the loop by one matrix product, weights @ x."
         )
+    loops = python_loops(grading.submission.files, "masking", "causal_average")
+    assert not loops, (
+        f"causal_average gives the right values, but its source loops in Python: {'; '.join(loops[:3])}. Hint: build "
+        "the (T, T) weight matrix once and replace the loop by one matrix product, weights @ x; the grader reads "
+        "the source, so the loop must be gone from it, not hidden."
+    )
 
 
 @pytest.mark.points(1)
