@@ -76,6 +76,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "points(n): points this test is worth inside its exercise")
     config.addinivalue_line("markers", "call_timeout(seconds): wall-clock limit for each call into the submission")
     config.addinivalue_line("markers", "slow: takes seconds (the capstone); --quick skips it at the cost of its points")
+    config.addinivalue_line("markers", "confirmed_by(*tests): a structure test's points count only once these "
+                                       "behaviour tests of its file pass too (see scoring)")
     torch.set_num_threads(1)
 
 
@@ -194,6 +196,8 @@ def pytest_json_runtest_metadata(item: pytest.Item, call: pytest.CallInfo[Any]) 
         metadata["exercise"] = exercise_of_test_file(Path(str(item.path)).name)
         metadata["points"] = points_of(item)
         metadata["suite"] = Path(str(item.path)).parent.name
+        if confirmed_by := item.get_closest_marker("confirmed_by"):
+            metadata["confirmed_by"] = list(confirmed_by.args)
         if item.config.getoption("quick") and item.get_closest_marker("slow"):
             metadata["counts_when_skipped"] = True  # a --quick run must not look like full marks
     if _SEED in item.stash:

@@ -4,6 +4,11 @@ A test's `points` marker is its weight inside its exercise; the weights of the t
 scaled so that each exercise is worth exactly its points in the curriculum, whichever suites ran.
 A test that failed, errored or never ran scores 0; a skipped test does not count either way,
 except one skipped by --quick, which counts as 0 so that a quick run never looks complete.
+
+What a structure test checks (names, shapes, buffers) is the worker's account of the module, which
+the submission can rewrite; so a test marked `confirmed_by(...)` keeps its pass only when the
+behaviour tests it names (which load the reference's weights by those names and compare outputs,
+here in the trusted process) ran and passed too.
 """
 
 from __future__ import annotations
@@ -65,11 +70,12 @@ class _Raw:
     message: str
     seed: int | None
     counted: bool
+    confirmed_by: tuple[str, ...] = ()
 
 
 def score(json_report: dict[str, Any], exercise_ids: list[str]) -> list[ExerciseResult]:
     """Exercises in curriculum order, from a pytest-json-report report of the graded suites."""
-    raws = [_raw(test) for test in json_report.get("tests", [])]
+    raws = _confirmed([_raw(test) for test in json_report.get("tests", [])])
     broken = _broken_collections(json_report)
     results = []
     for exercise_id in exercise_ids:
@@ -120,7 +126,31 @@ def _raw(test: dict[str, Any]) -> _Raw:
         message="" if outcome == "passed" else message,
         seed=metadata.get("seed"),
         counted=outcome != "skipped" or bool(metadata.get("counts_when_skipped")),
+        confirmed_by=tuple(str(name) for name in metadata.get("confirmed_by") or ()),
     )
+
+
+def _confirmed(raws: list[_Raw]) -> list[_Raw]:
+    """A passed structure test fails when no behaviour test it names ran, or one of them did not pass."""
+    by_function: dict[tuple[str, str], list[_Raw]] = {}
+    for raw in raws:
+        file, _, function = raw.name.partition("::")
+        by_function.setdefault((file, function.split("[")[0]), []).append(raw)
+    result = []
+    for raw in raws:
+        file = raw.name.partition("::")[0]
+        behaviour = [other for name in raw.confirmed_by for other in by_function.get((file, name), [])
+                     if other.outcome != "skipped"]
+        if raw.outcome == "passed" and raw.confirmed_by and (
+                not behaviour or any(other.outcome != "passed" for other in behaviour)):
+            names = " and ".join(dict.fromkeys(name for name in raw.confirmed_by))
+            why = "did not pass" if behaviour else "did not run"
+            raw = replace(raw, outcome="failed", message=(
+                f"the names and shapes the submission reports count only once its behaviour confirms them, and "
+                f"{names} {why} (loaded with the reference's weights by these names, the module must compute what "
+                "the reference computes): fix that first."))
+        result.append(raw)
+    return result
 
 
 def _broken_collections(json_report: dict[str, Any]) -> dict[str, str]:

@@ -69,6 +69,7 @@ def parameter_problems(got, expected):
 # --- structure ---------------------------------------------------------------------------------
 
 
+@pytest.mark.confirmed_by("test_matches_golden")
 @pytest.mark.points(1)
 def test_parameters_have_the_contract_names_and_shapes(impl, ref):
     sizes = (2, 24, 3, 40, 0.1)
@@ -82,6 +83,7 @@ def test_parameters_have_the_contract_names_and_shapes(impl, ref):
     )
 
 
+@pytest.mark.confirmed_by("test_matches_golden")
 @pytest.mark.points(1)
 def test_self_attention_is_not_causal(impl):
     info = describe(impl.encoder.EncoderLayer(D_MODEL, N_HEADS, D_FF))
@@ -94,6 +96,7 @@ def test_self_attention_is_not_causal(impl):
     )
 
 
+@pytest.mark.confirmed_by("test_matches_golden")
 @pytest.mark.points(1)
 def test_layers_are_distinct_modules(impl, ref, device, seed):
     m, r = pair(impl, ref, device, n_layers=3)

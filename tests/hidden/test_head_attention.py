@@ -21,8 +21,8 @@ def pair(impl, ref, device, *, n_embd=N_EMBD, head_size=HEAD_SIZE, block_size=BL
     r = ref.head_attention.HeadAttention(n_embd, head_size, block_size, dropout=dropout).to(device).eval()
     m = impl.head_attention.HeadAttention(n_embd, head_size, block_size, dropout=dropout).to(device).eval()
     weights = {name: p.detach() for name, p in r.named_parameters()}
-    load_parameters(m, weights, name="HeadAttention", names_hint="call the layers key, query and value",
-                    extra_hint="nn.Linear(n_embd, head_size, bias=False).", allow=("tril",))
+    load_parameters(m, weights, name="HeadAttention",
+                    names_hint="call the layers key, query and value", allow=("tril",))
     return m, r
 
 
@@ -40,6 +40,7 @@ def check_golden(m, r, x, *, name="output", hint=""):
     assert_close(call(m, x, hint), want.to(x.dtype), atol=atol, name=name, hint=hint)
 
 
+@pytest.mark.confirmed_by("test_matches_golden")
 @pytest.mark.points(1)
 def test_layers_are_key_query_value_without_bias(impl, device):
     info = describe(impl.head_attention.HeadAttention(N_EMBD, HEAD_SIZE, BLOCK_SIZE))
@@ -56,6 +57,7 @@ def test_layers_are_key_query_value_without_bias(impl, device):
     assert info.modules.get("dropout", "").endswith(".Dropout"), "HeadAttention.dropout should be an nn.Dropout"
 
 
+@pytest.mark.confirmed_by("test_future_tokens_do_not_leak", "test_matches_golden")
 @pytest.mark.points(1)
 def test_tril_is_a_lower_triangular_buffer_not_a_parameter(impl, device):
     m = impl.head_attention.HeadAttention(N_EMBD, HEAD_SIZE, BLOCK_SIZE)

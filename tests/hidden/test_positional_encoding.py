@@ -81,6 +81,7 @@ def check_table(pe: torch.Tensor, d_model: int, max_len: int) -> None:
                      hint=f"{int(off.sum())} of {max_len} positions are off, the first is position {p}. {FORMULA_HINT}")
 
 
+@pytest.mark.confirmed_by("test_forward_adds_pe_of_the_first_T_positions")
 @pytest.mark.points(1)
 @pytest.mark.parametrize(("d_model", "max_len"), SIZES.values(), ids=SIZES.keys())
 def test_pe_is_a_float32_buffer_of_shape_1_max_len_d_model(impl, d_model, max_len):
@@ -103,6 +104,7 @@ def test_pe_is_a_float32_buffer_of_shape_1_max_len_d_model(impl, d_model, max_le
                              "float32. Hint: build the table with torch.zeros(max_len, d_model).")
 
 
+@pytest.mark.confirmed_by("test_forward_adds_pe_of_the_first_T_positions")
 @pytest.mark.points(1)
 def test_pe_is_not_a_trainable_parameter(impl):
     info = describe(build(impl, "cpu", 16, 50))

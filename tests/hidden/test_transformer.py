@@ -32,8 +32,7 @@ def load(m, r):
     weights = {name: value.detach() for name, value in r.state_dict().items() if name in parameters or name in buffers}
     load_parameters(m, weights, name="Transformer",
                     names_hint="src_embed, tgt_embed, pos, encoder, decoder, generator, and inside them the "
-                               "earlier exercises' names",
-                    extra_hint="src_embed, tgt_embed, pos, encoder, decoder and generator are the only modules.")
+                               "earlier exercises' names")
 
 
 def pair(impl, ref, device, *, dropout=0.0):
@@ -75,6 +74,7 @@ def check_golden(m, r, method, *args, name, hint, **kwargs):
 # --- structure ---------------------------------------------------------------------------------
 
 
+@pytest.mark.confirmed_by("test_matches_golden")
 @pytest.mark.points(1)
 def test_parameters_and_buffers_have_the_contract_names_and_shapes(impl, ref):
     got, want = describe(build(impl, dropout=0.1)), describe(build(ref, dropout=0.1))

@@ -8,8 +8,8 @@ import torch
 
 from grader.capstone import FIRST_DATA_TOKEN, START, derangement, greedy_copy, shifted, train_copy
 
-
 IDENTITY = torch.arange(10)
+SETTINGS = {"vocab": 10, "length": 6, "steps": 800, "batch": 32, "lr": 0.1, "seed": 0}
 
 
 class Copier(torch.nn.Module):
@@ -26,13 +26,13 @@ class Copier(torch.nn.Module):
 
 
 def test_training_stops_once_the_mean_loss_is_below_the_bar():
-    result = train_copy(Copier(10), table=IDENTITY, vocab=10, length=6, steps=800, batch=32, lr=0.1, seed=0, stop_below=0.01)
+    result = train_copy(Copier(10), table=IDENTITY, **SETTINGS, stop_below=0.01)
     assert 20 <= len(result["losses"]) < 800
     assert sum(result["losses"][-20:]) / 20 < 0.01
 
 
 def test_training_stops_at_the_first_loss_that_is_not_a_number():
-    result = train_copy(Copier(10, broken=True), table=IDENTITY, vocab=10, length=6, steps=800, batch=32, lr=0.1, seed=0)
+    result = train_copy(Copier(10, broken=True), table=IDENTITY, **SETTINGS)
     assert len(result["losses"]) == 1 and math.isnan(result["losses"][0])
 
 

@@ -63,6 +63,7 @@ def inputs(device, batch=2):
     return torch.randn(batch, T_TGT, D_MODEL, device=device), torch.randn(batch, T_SRC, D_MODEL, device=device)
 
 
+@pytest.mark.confirmed_by("test_layer_with_uniform_cross_attention_adds_the_mean_of_kept_memory")
 @pytest.mark.points(1)
 def test_decoder_layer_has_the_contract_sublayers(impl):
     layer = impl.decoder.DecoderLayer(D_MODEL, N_HEADS, D_FF, max_seq_len=MAX_SEQ_LEN)
@@ -85,6 +86,7 @@ def test_decoder_layer_has_the_contract_sublayers(impl):
     )
 
 
+@pytest.mark.confirmed_by("test_layer_with_uniform_cross_attention_adds_the_mean_of_kept_memory")
 @pytest.mark.points(1)
 def test_decoder_has_its_own_weights_in_every_layer_and_a_final_norm(impl):
     expected = layer_parameters("layers.0.") | layer_parameters("layers.1.") | layer_parameters("layers.2.")

@@ -56,6 +56,7 @@ def padding(lengths, T, device):
     return (torch.arange(T) < torch.tensor(lengths)[:, None]).view(len(lengths), 1, 1, T).to(device)
 
 
+@pytest.mark.confirmed_by("test_layer_with_silent_attention_adds_the_feed_forward_of_norm_x")
 @pytest.mark.points(1)
 def test_encoder_layer_has_the_contract_sublayers(impl):
     layer = impl.encoder.EncoderLayer(D_MODEL, N_HEADS, D_FF)
@@ -69,6 +70,7 @@ def test_encoder_layer_has_the_contract_sublayers(impl):
     )
 
 
+@pytest.mark.confirmed_by("test_layer_with_silent_attention_adds_the_feed_forward_of_norm_x")
 @pytest.mark.points(2)
 def test_encoder_has_its_own_weights_in_every_layer_and_a_final_norm(impl):
     expected = layer_parameters("layers.0.") | layer_parameters("layers.1.") | layer_parameters("layers.2.")

@@ -27,8 +27,8 @@ def mha(impl, device, *, dim=DIM, n_heads=N_HEADS, max_seq_len=MAX_SEQ_LEN, is_c
 
 def load_weights(module, weights):
     """Load hand-made weights by name; the module keeps its own `mask`."""
-    load_parameters(module, weights, name="MultiHeadAttention", names_hint="call the layers wq, wk, wv and wo",
-                    extra_hint="nn.Linear(dim, dim, bias=False).", allow=("mask",))
+    load_parameters(module, weights, name="MultiHeadAttention",
+                    names_hint="call the layers wq, wk, wv and wo", allow=("mask",))
 
 
 def attend(m, *args, hint="", **kwargs):
@@ -49,6 +49,7 @@ def test_output_has_the_shape_of_the_queries(impl, device, seed, T_q, T_k):
     )
 
 
+@pytest.mark.confirmed_by("test_course_notes_example_in_two_heads", "test_output_goes_through_wo")
 @pytest.mark.points(2)
 def test_layers_and_causal_buffer_have_the_contract_names_and_shapes(impl, device):
     m = mha(impl, device, is_causal=True)

@@ -39,6 +39,7 @@ def test_pe_has_shape_one_by_max_len_by_d_model(impl):
         )
 
 
+@pytest.mark.confirmed_by("test_forward_adds_the_encodings_of_the_first_T_positions")
 @pytest.mark.points(1)
 def test_pe_is_a_buffer_not_a_parameter(impl):
     info = describe(impl.positional_encoding.PositionalEncoding(8, max_len=20))

@@ -39,6 +39,7 @@ def check(out, by_hand, x, *, name, hint):
     assert_close(out, want.to(x.dtype), atol=tolerance(by_hand(x.float()), want), name=name, hint=hint)
 
 
+@pytest.mark.confirmed_by("test_feed_forward_of_identity_blocks_gives_the_absolute_value")
 @pytest.mark.points(1)
 def test_feed_forward_has_w1_and_w2_with_biases(impl):
     info = describe(impl.sublayers.FeedForward(D_MODEL, D_FF))
@@ -53,6 +54,7 @@ def test_feed_forward_has_w1_and_w2_with_biases(impl):
     )
 
 
+@pytest.mark.confirmed_by("test_residual_is_pre_norm")
 @pytest.mark.points(1)
 def test_residual_connection_has_a_layer_norm_named_norm(impl):
     info = describe(impl.sublayers.ResidualConnection(D_MODEL))

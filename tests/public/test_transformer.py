@@ -69,6 +69,10 @@ def by_hand(weights, embed, tokens, scale=SCALE, positions=True):
 # --- structure and shapes ----------------------------------------------------------------------
 
 
+@pytest.mark.confirmed_by(
+    "test_embeddings_are_scaled_by_sqrt_d_model_and_positions_added",
+    "test_logits_are_the_generator_of_the_decoder_output",
+)
 @pytest.mark.points(2)
 def test_modules_have_the_contract_names_and_shapes(impl, device):
     info = describe(transformer(impl, device))

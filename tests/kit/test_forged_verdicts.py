@@ -1,0 +1,62 @@
+"""Forged verdicts: a submission that rewrites, inside its worker, what the grader asks of it gains nothing.
+
+Each attack in `submissions/forgery/` is a known mistake (kept with the solutions) plus code that runs at
+import and rewrites the kit's own code in the worker: the op counter, `describe`, the capstone's training
+loop and decoding. Each is graded, inside a copy of the reference solutions, next to the same mistake
+without the attack; the attack must score no more than the mistake does, and lose the tests it targets.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+FORGERY = Path(__file__).resolve().parent / "submissions" / "forgery"
+MISTAKES = REPO / "solutions" / "mistakes"
+
+# attack folder: (exercise, the mistake it is built on, a test the attack aims to pass)
+ATTACKS = {
+    "vectorised_by_forged_count": ("masking", "loop_over_positions", "test_causal_average_is_vectorised"),
+    "structure_by_forged_describe": ("head_attention", "bias_true", "test_layers_are_key_query_value_without_bias"),
+    "capstone_skips_training": ("transformer", "decodes_the_source", "test_capstone_trained_model_copies"),
+    "capstone_answers_from_the_table": ("transformer", "decodes_the_source", "test_capstone_trained_model_copies"),
+}
+
+
+def test_every_attack_folder_is_graded_here():
+    kinds = ("vectorised", "structure", "capstone")
+    assert {p.name for p in FORGERY.iterdir() if p.name.split("_")[0] in kinds} == set(ATTACKS)
+
+
+@pytest.fixture
+def grade_with(grader_cli, tmp_path: Path):
+    def _grade(exercise: str, file: Path, label: str):
+        folder = tmp_path / label
+        folder.mkdir()
+        for solution in (REPO / "solutions").glob("*.py"):
+            if solution.name not in ("__init__.py", "config.py"):
+                shutil.copyfile(solution, folder / solution.name)
+        shutil.copyfile(file, folder / f"{exercise}.py")
+        run = grader_cli.check(folder, tmp_path / f"{label}.json", exercise)
+        assert run.returncode == 0, run.describe()
+        assert not run.report_problems(), "\n".join(run.report_problems())
+        return run.exercise(exercise)
+
+    return _grade
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_a_forged_verdict_scores_no_more_than_the_mistake_it_hides(grade_with, attack: str):
+    exercise, mistake, target = ATTACKS[attack]
+    honest = grade_with(exercise, MISTAKES / exercise / f"{mistake}.py", "honest")
+    forged = grade_with(exercise, FORGERY / attack / f"{exercise}.py", "forged")
+    assert honest["score"] < honest["max_score"], f"{mistake} should lose points on its own"
+    assert forged["score"] <= honest["score"], (
+        f"{attack} scored {forged['score']} in {exercise}, the mistake without the attack {honest['score']}:\n"
+        + "\n".join(f"{t['name']}: {t['outcome']}" for t in forged["tests"])
+    )
+    aimed = [t for t in forged["tests"] if target in t["name"]]
+    assert aimed and all(t["outcome"] == "failed" for t in aimed), f"{attack} passed {target}"
