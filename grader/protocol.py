@@ -279,7 +279,7 @@ class Decoder:
         tensor = self._tensors[key]
         if type(tensor) is not torch.Tensor or tensor.dtype not in _DTYPE_NAMES:
             raise ProtocolError("tensor payload did not decode to a plain torch.Tensor of a known dtype")
-        return self._place(tensor, device, requires_grad)
+        return self._place(tensor, parse_device(device), requires_grad)
 
 
 # Each tag and the keys an object so tagged may hold.
