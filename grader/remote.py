@@ -2,9 +2,9 @@
 
 `impl.attention.attention(q, k, v)` sends a request to the worker and returns plain tensors;
 objects that cannot travel (modules, classes, functions) stay in the worker and come back as
-`Remote` handles. A crash, a timeout or an exception in student code becomes an exception whose
-message is written for the student. A `Budget` (`grader check --timeout`) bounds the whole run:
-each call gets at most what is left of it.
+`Remote` handles. A crash, a timeout, a reply that breaks the protocol or an exception in student
+code becomes an exception whose message is written for the student. A `Budget` (`grader check
+--timeout`) bounds the whole run: each call gets at most what is left of it.
 """
 
 from __future__ import annotations

@@ -631,10 +631,7 @@ class WorkerProcess:
     def exchange(
         self, header: dict[str, Any], tensors: dict[str, torch.Tensor], *, timeout_s: float
     ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-        """Send one request and wait for its answer; kill the worker on timeout or protocol abuse.
-
-        protocol.ProtocolError when what came back is not the answer to this request (the worker is then dead).
-        """
+        """Send one request and wait for its answer; kill the worker on timeout or protocol abuse (ProtocolError)."""
         from . import protocol
 
         self.wait_ready()
@@ -665,8 +662,7 @@ class WorkerProcess:
         self._ready = True
         return self.hello
 
-    def _receive(self, deadline: float, timeout_s: float,
-                 request_id: int) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    def _receive(self, deadline: float, timeout_s: float, request_id: int) -> tuple[dict[str, Any], dict[str, Any]]:
         from . import protocol
 
         try:
