@@ -126,6 +126,15 @@ def _kind(value: Any) -> str:
 # --- asking more of a call than its value ------------------------------------------------------
 
 
+def fresh_worker(submission: Any) -> None:
+    """Start the next call in a new worker, so that only the modules imported from then on have run in it.
+
+    What `grader.loops` reads of a function is what runs only where no other submission file's import-time
+    code ran first (a file imported by an earlier test can rewrite another module at import).
+    """
+    submission._connection.close()
+
+
 @dataclass(frozen=True)
 class OpCount:
     value: Any

@@ -300,24 +300,22 @@ def draw_task(seed=None):
     return seed, table, src
 
 
-def learned_by_reference(ref, m, src, device):
-    """What the kit's reference Transformer decodes with the weights the submission's model reports it learned."""
+def trained_reference(ref, m, device):
+    """The kit's reference Transformer holding the weights the submission's model reports it learned (by name)."""
     r = ref.transformer.Transformer(COPY["vocab"], COPY["vocab"], **SIZES)
     own = r.state_dict()
     state = m.state_dict()
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise AssertionError("state_dict() of your trained Transformer did not return a dict of tensors")
-    parameters = dict(r.named_parameters())
-    for name, value in state.items():
-        if name in own and own[name].shape != value.shape and name in parameters:
-            raise AssertionError(f"your trained Transformer's {name} has shape {tuple(value.shape)}, the contract's "
-                                 f"{tuple(own[name].shape)}")
-    missing = [name for name in parameters if name not in state]
-    if missing:
-        raise AssertionError(f"your trained Transformer has no parameter {missing[0]!r}: the grader runs the weights "
-                             "your model learned through the kit's own Transformer, by the contract's names")
+    for name in dict(r.named_parameters()):
+        if name not in state:
+            raise AssertionError(f"your trained Transformer has no parameter {name!r}: the grader runs the weights "
+                                 "your model learned through the kit's own Transformer, by the contract's names")
+        if state[name].shape != own[name].shape:
+            raise AssertionError(f"your trained Transformer's {name} has shape {tuple(state[name].shape)}, the "
+                                 f"contract's {tuple(own[name].shape)}")
     r.load_state_dict({k: v for k, v in state.items() if k in own and own[k].shape == v.shape}, strict=False)
-    return greedy_copy(r.to(device).eval(), src.to(device)).cpu()
+    return r.to(device).eval()
 
 
 @pytest.mark.points(20)
@@ -358,7 +356,18 @@ def test_capstone_trained_model_copies_fresh_sequences(impl, ref, device):
             "logits from generator(decode(encode(src), tgt)), and that the embedding tables start with std "
             "d_model ** -0.5 and are multiplied by sqrt(d_model)."
         )
-    by_reference = learned_by_reference(ref, m, src, device)
+    # The model that answered must be the Transformer its weights make: its teacher-forced logits are those of the
+    # kit's reference holding the weights it reports, and those weights decode as well there.
+    r = trained_reference(ref, m, device)
+    tgt_in = shifted(want)  # what train_copy feeds the decoder
+    expected = golden(r, src.to(device), tgt_in.to(device))
+    atol = tolerance(r(src.to(device), tgt_in.to(device)), expected)
+    before = call(m, "forward", src.to(device), tgt_in.to(device))
+    assert_close(before, expected.float(), atol=atol, name="your trained Transformer's logits on the fresh sequences",
+                 hint="they must be what the kit's reference Transformer computes with the weights your model's "
+                      "state_dict() returns: encode, decode, generator and forward must use the module's own "
+                      "parameters, and forward must be generator(decode(encode(src), tgt)).")
+    by_reference = greedy_copy(r, src.to(device)).cpu()
     agree = (by_reference == want).all(dim=1).float().mean().item()
     assert agree >= THRESHOLD, (
         f"your Transformer decodes {accuracy:.0%} of fresh sequences right, but the weights it reports it learned, "
@@ -367,13 +376,11 @@ def test_capstone_trained_model_copies_fresh_sequences(impl, ref, device):
         "the module's own parameters, the ones state_dict() returns."
     )
     # Judge how it learned too: teacher-forced predictions must not read the answer from later target tokens.
-    tgt_in = shifted(want)  # what train_copy feeds the decoder
     peek = tgt_in.clone()
     data = COPY["vocab"] - FIRST_DATA_TOKEN
     peek[:, 3:] = (peek[:, 3:] - FIRST_DATA_TOKEN + 1) % data + FIRST_DATA_TOKEN  # other tokens after position 2
-    before = call(m, "forward", src.to(device), tgt_in.to(device)).cpu()
     after = call(m, "forward", src.to(device), peek.to(device)).cpu()
-    assert torch.allclose(before[:, :3], after[:, :3], atol=1e-4), (
+    assert torch.allclose(before.cpu()[:, :3], after[:, :3], atol=1e-4), (
         f"your trained Transformer decodes {accuracy:.0%} of fresh sequences right, but its predictions at positions "
         "0-2 change when only the target tokens after position 2 change: in training it could read the answer from the "
         "future. Hint: the decoder's self-attention must be causal."

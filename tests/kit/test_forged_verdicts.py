@@ -20,9 +20,15 @@ MISTAKES = REPO / "solutions" / "mistakes"
 # attack folder: (exercise, the mistake it is built on, a test the attack aims to pass)
 ATTACKS = {
     "vectorised_by_forged_count": ("masking", "loop_over_positions", "test_causal_average_is_vectorised"),
+    "vectorised_redefined_inside_an_if": ("masking", "loop_over_positions", "test_causal_average_is_vectorised"),
+    "vectorised_loop_in_a_static_method": ("masking", "loop_over_positions", "test_causal_average_is_vectorised"),
+    "vectorised_loop_in_an_operator": ("masking", "loop_over_positions", "test_causal_average_is_vectorised"),
+    "vectorised_by_itertools_alias": ("masking", "loop_over_positions", "test_causal_average_is_vectorised"),
     "structure_by_forged_describe": ("head_attention", "bias_true", "test_layers_are_key_query_value_without_bias"),
     "capstone_skips_training": ("transformer", "decodes_the_source", "test_capstone_trained_model_copies"),
     "capstone_answers_from_the_table": ("transformer", "decodes_the_source", "test_capstone_trained_model_copies"),
+    "capstone_right_only_in_training": ("transformer", "decodes_the_source", "test_capstone_trained_model_copies"),
+    "capstone_shadow_model": ("transformer", "decodes_the_source", "test_capstone_trained_model_copies"),
 }
 
 
@@ -31,19 +37,23 @@ def test_every_attack_folder_is_graded_here():
     assert {p.name for p in FORGERY.iterdir() if p.name.split("_")[0] in kinds} == set(ATTACKS)
 
 
-@pytest.fixture
-def grade_with(grader_cli, tmp_path: Path):
-    def _grade(exercise: str, file: Path, label: str):
-        folder = tmp_path / label
-        folder.mkdir()
-        for solution in (REPO / "solutions").glob("*.py"):
-            if solution.name not in ("__init__.py", "config.py"):
-                shutil.copyfile(solution, folder / solution.name)
-        shutil.copyfile(file, folder / f"{exercise}.py")
-        run = grader_cli.check(folder, tmp_path / f"{label}.json", exercise)
-        assert run.returncode == 0, run.describe()
-        assert not run.report_problems(), "\n".join(run.report_problems())
-        return run.exercise(exercise)
+@pytest.fixture(scope="module")
+def grade_with(grader_cli, tmp_path_factory):
+    """Grade `file` as the exercise's file inside a copy of the solutions; each honest mistake is graded once."""
+    done: dict[Path, dict] = {}
+
+    def _grade(exercise: str, file: Path):
+        if file not in done:
+            folder = tmp_path_factory.mktemp(file.parent.name)
+            for solution in (REPO / "solutions").glob("*.py"):
+                if solution.name not in ("__init__.py", "config.py"):
+                    shutil.copyfile(solution, folder / solution.name)
+            shutil.copyfile(file, folder / f"{exercise}.py")
+            run = grader_cli.check(folder, folder / "report.json", exercise)
+            assert run.returncode == 0, run.describe()
+            assert not run.report_problems(), "\n".join(run.report_problems())
+            done[file] = run.exercise(exercise)
+        return done[file]
 
     return _grade
 
@@ -51,8 +61,8 @@ def grade_with(grader_cli, tmp_path: Path):
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
 def test_a_forged_verdict_scores_no_more_than_the_mistake_it_hides(grade_with, attack: str):
     exercise, mistake, target = ATTACKS[attack]
-    honest = grade_with(exercise, MISTAKES / exercise / f"{mistake}.py", "honest")
-    forged = grade_with(exercise, FORGERY / attack / f"{exercise}.py", "forged")
+    honest = grade_with(exercise, MISTAKES / exercise / f"{mistake}.py")
+    forged = grade_with(exercise, FORGERY / attack / f"{exercise}.py")
     assert honest["score"] < honest["max_score"], f"{mistake} should lose points on its own"
     assert forged["score"] <= honest["score"], (
         f"{attack} scored {forged['score']} in {exercise}, the mistake without the attack {honest['score']}:\n"

@@ -1,0 +1,40 @@
+"""Hostile: a vectorised causal_average for the reader, redefined inside a top-level `if True:` block as a
+pure-Python loop over x.tolist() (which dispatches one op at any T, so the op count stays flat)."""
+
+import torch
+
+
+def causal_average(x):
+    T = x.size(1)
+    weights = torch.tril(torch.ones(T, T, dtype=x.dtype, device=x.device))
+    weights = weights / weights.sum(dim=1, keepdim=True)
+    return weights @ x
+
+
+if True:
+    def causal_average(x):
+        rows = x.tolist()
+        out = []
+        for b in rows:
+            acc = [0.0] * len(b[0])
+            ob = []
+            for t, v in enumerate(b):
+                acc = [a + c for a, c in zip(acc, v)]
+                ob.append([a / (t + 1) for a in acc])
+            out.append(ob)
+        return torch.tensor(out, dtype=x.dtype, device=x.device)
+
+
+def weight_mask_and_normalization(weight):
+    T = weight.size(-1)
+    keep = torch.ones(T, T, dtype=torch.bool, device=weight.device).tril()
+    return weight.masked_fill(~keep, float("-inf")).softmax(dim=-1)
+
+
+def create_look_ahead_mask(seq_len):
+    return torch.ones(seq_len, seq_len).tril().view(1, 1, seq_len, seq_len)
+
+
+def causal_mask(seq_len):
+    return torch.triu(torch.full((1, 1, seq_len, seq_len), float("-inf")), diagonal=1)
+
