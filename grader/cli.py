@@ -31,7 +31,7 @@ from rich.table import Table
 
 from . import state, tiers
 from .curriculum import BY_ID, EXERCISES
-from .reports import GradeReport, to_exercism, to_gradescope, write_json
+from .reports import HIDDEN_VISIBILITY, VISIBILITIES, GradeReport, to_exercism, to_gradescope, write_json
 from .sandbox import Limits, WorkerStartError
 from .selection import Selection, UsageError, hidden_installed, kit_root, select
 from .session import GradingSession, resolve_device
@@ -92,6 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--json", type=Path, default=None, metavar="PATH", help="write the JSON report here")
     check.add_argument("--gradescope", type=Path, default=None, metavar="PATH",
                        help="write Gradescope's results.json here")
+    check.add_argument("--gradescope-hidden", choices=VISIBILITIES, default=HIDDEN_VISIBILITY, metavar="WHEN",
+                       help="when students see hidden tests in results.json: visible, after_due_date, "
+                            f"after_published or hidden (default {HIDDEN_VISIBILITY}); while any test is "
+                            "hidden from them, Gradescope hides their total score too")
     check.add_argument("--exercism", type=Path, default=None, metavar="PATH",
                        help="write an Exercism test-runner results.json (version 3) here")
     check.add_argument("--fail-under", type=_percent, default=None, metavar="PERCENT",
@@ -198,7 +202,7 @@ def _check(args: argparse.Namespace, console: Console) -> int:
         if args.json:
             write_json(report.to_json(), args.json)
         if args.gradescope:
-            write_json(to_gradescope(report), args.gradescope)
+            write_json(to_gradescope(report, hidden_visibility=args.gradescope_hidden), args.gradescope)
         if args.exercism:
             write_json(to_exercism(report), args.exercism)
     except OSError as error:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import functools
 import json
 import os
 import tempfile
+import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .scoring import ExerciseResult
+from .scoring import ExerciseResult, TestResult
 from .text import clean
 
 SCHEMA = "grader-report/1"
@@ -92,22 +95,31 @@ class GradeReport:
         }
 
 
-def to_gradescope(report: GradeReport) -> dict[str, Any]:
-    """Gradescope's results.json: one entry per test; hidden tests are shown after publishing."""
-    tests = []
-    for exercise in report.exercises:
-        for test in exercise.tests:
-            if test.outcome == "skipped":
-                continue
-            hidden = test.name.startswith("hidden/")
-            tests.append({
-                "name": f"{exercise.id}: {test.name.split('::')[-1]}",
-                "score": test.points,
-                "max_score": test.max_points,
-                "status": "passed" if test.outcome == "passed" else "failed",
-                "output": test.message,
-                "visibility": "after_published" if hidden else "visible",
-            })
+# Gradescope's visibility settings (its autograder specification, "Controlling Test Case Visibility").
+VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")
+HIDDEN_VISIBILITY = "after_published"
+
+
+def to_gradescope(report: GradeReport, *, hidden_visibility: str = HIDDEN_VISIBILITY) -> dict[str, Any]:
+    """Gradescope's results.json: one entry per test that counts, named uniquely; public tests are
+    always visible, hidden ones as `hidden_visibility` says (Gradescope hides the total from a student
+    while any test is hidden from them)."""
+    if hidden_visibility not in VISIBILITIES:
+        raise ValueError(f"hidden tests' visibility {hidden_visibility!r} is not one of {', '.join(VISIBILITIES)}")
+    tests = [
+        {
+            "name": name,
+            "name_format": "text",
+            "score": test.points,
+            "max_score": test.max_points,
+            "status": "passed" if test.outcome == "passed" else "failed",
+            "output": test.message,
+            # Messages are plain text (they quote the submission's printed output): never rendered.
+            "output_format": "text",
+            "visibility": hidden_visibility if _suite(test.name) == "hidden" else "visible",
+        }
+        for exercise, test, name in _counted_tests(report)
+    ]
     output = f"{report.score:g} / {report.max_score:g} points ({report.suite} suite, {report.device}, sandbox: " \
              f"{report.sandbox})"
     if report.sandbox != "bubblewrap":
@@ -117,6 +129,7 @@ def to_gradescope(report: GradeReport) -> dict[str, Any]:
         "score": report.score,
         "execution_time": round(report.duration_s, 3),
         "output": output,
+        "output_format": "text",
         "visibility": "visible",
         "tests": tests,
     }
@@ -130,20 +143,23 @@ TIER_WARNINGS = {
 
 def to_exercism(report: GradeReport) -> dict[str, Any]:
     """Exercism's test-runner results.json (interface version 3: each exercise is a task), plus the
-    isolation tier under the extra key `sandbox`."""
+    isolation tier under the extra key `sandbox`.
+
+    A test skipped by --quick counts as 0 and is listed as failed, so a quick run is never a `pass`;
+    `error` (no test could run: every one needs a file that does not import) carries a top-level message.
+    """
     from .curriculum import EXERCISES
 
     task = {exercise.id: number for number, exercise in enumerate(EXERCISES, start=1)}
     tests = [
         {
-            "name": f"{exercise.id}: {test.name.split('::')[-1]}",
-            "status": {"passed": "pass", "failed": "fail"}.get(test.outcome, "error"),
+            "name": name,
+            "status": {"passed": "pass", "failed": "fail", "skipped": "fail"}.get(test.outcome, "error"),
             "message": test.message or None,
+            "test_code": _test_code(test.name),
             "task_id": task[exercise.id],
         }
-        for exercise in report.exercises
-        for test in exercise.tests
-        if test.outcome != "skipped"
+        for exercise, test, name in _counted_tests(report)
     ]
     if tests and all(test["status"] == "pass" for test in tests):
         status = "pass"
@@ -151,8 +167,63 @@ def to_exercism(report: GradeReport) -> dict[str, Any]:
         status = "error"
     else:
         status = "fail"
-    message = "; ".join(sorted({t["message"] for t in tests if t["message"]}))[:65535] if status == "error" else None
+    message = None
+    if status == "error":
+        message = "\n".join(dict.fromkeys(test["message"] for test in tests if test["message"]))[:65535]
+        message = message or "no test could run"
     return {"version": 3, "status": status, "message": message, "tests": tests, "sandbox": report.sandbox}
+
+
+def _counted_tests(report: GradeReport) -> Iterator[tuple[ExerciseResult, TestResult, str]]:
+    """Each test that ran or counts (a test --quick skipped scores 0 and is shown), with a name unique in
+    the report: `<exercise>: <suite>/<test>`, or its full pytest id should two tests share it."""
+    chosen = [(exercise, test) for exercise in report.exercises for test in exercise.tests
+              if test.outcome != "skipped" or test.max_points > 0]
+    short = [f"{exercise.id}: {_short_name(test.name)}" for exercise, test in chosen]
+    repeated = {name for name in short if short.count(name) > 1}
+    for (exercise, test), name in zip(chosen, short, strict=True):
+        yield exercise, test, f"{exercise.id}: {test.name}" if name in repeated else name
+
+
+def _suite(name: str) -> str:
+    """`public` or `hidden` for a test named `<suite>/test_<exercise>.py::<function>`, else ''."""
+    return name.split("/", 1)[0] if "::" in name and "/" in name.split("::", 1)[0] else ""
+
+
+def _short_name(name: str) -> str:
+    suite = _suite(name)
+    return f"{suite}/{name.split('::')[-1]}" if suite else name.split("::")[-1]
+
+
+def _test_code(name: str) -> str:
+    """Exercism's `test_code`: a public test's function body; a hidden test's code is never shown."""
+    suite = _suite(name)
+    if suite == "hidden":
+        return "# a hidden test: its code is not shown"
+    body = _function_bodies(name.split("::", 1)[0]).get(name.split("::")[-1].split("[")[0]) if suite else None
+    return body or f"# {name}: its code is not available here"
+
+
+@functools.cache
+def _function_bodies(relative: str) -> dict[str, str]:
+    """The body of each test function in `tests/<relative>`, dedented; empty where the file cannot be read."""
+    from .selection import kit_root
+
+    try:
+        source = (kit_root() / "tests" / relative).read_text(encoding="utf-8")
+        tree = ast.parse(source)
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    lines = source.splitlines()
+    bodies = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_") and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and len(node.body) > 1:
+                first = node.body[1]  # the docstring says what the test checks; the code is what follows
+            text = "\n".join(lines[first.lineno - 1:node.end_lineno])
+            bodies[node.name] = textwrap.dedent(text).strip()
+    return bodies
 
 
 def write_json(data: dict[str, Any], path: Path) -> None:

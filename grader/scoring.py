@@ -13,6 +13,8 @@ here in the trusted process) ran and passed too.
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -117,6 +119,8 @@ def _raw(test: dict[str, Any]) -> _Raw:
         message = str(longrepr)[-300:]
     if outcome in ("failed", "error") and not message:
         message = "the test did not complete"
+    if outcome == "failed" and _did_not_import(message):
+        outcome = "error"  # the test never got to check anything: the file it needs does not import
     exercise = metadata.get("exercise") or exercise_of_test_file(Path(nodeid.split("::")[0]).name) or ""
     return _Raw(
         name=nodeid.removeprefix("tests/"),
@@ -174,17 +178,33 @@ def _exercise(exercise_id: str, raws: list[_Raw], broken: str | None) -> Exercis
         if broken is not None:
             tests += (TestResult(f"{exercise_id} (loading tests)", "error", 0.0, maximum, broken),)
         return ExerciseResult(exercise_id, 0.0, maximum, tests)
-    scale = maximum / total_weight
+    shares = _shares(maximum, [raw.weight for raw in counted])
+    share_of = {id(raw): share for raw, share in zip(counted, shares, strict=True)}
     tests = tuple(
         TestResult(
             raw.name,
             raw.outcome,
-            round(raw.weight * scale, 4) if raw.outcome == "passed" else 0.0,
-            round(raw.weight * scale, 4) if raw.counted else 0.0,
+            share_of.get(id(raw), 0.0) if raw.outcome == "passed" else 0.0,
+            share_of.get(id(raw), 0.0),
             raw.message,
             raw.seed,
         )
         for raw in raws
     )
-    earned = sum(raw.weight for raw in counted if raw.outcome == "passed")
-    return ExerciseResult(exercise_id, round(maximum * earned / total_weight, 4), maximum, tests)
+    return ExerciseResult(exercise_id, round(sum(test.points for test in tests), 4), maximum, tests)
+
+
+def _shares(maximum: float, weights: list[float]) -> list[float]:
+    """Each weight's part of `maximum`, rounded to 4 places; the last takes the rounding remainder,
+    so that the parts add up to `maximum` exactly and a report's tests add up to its exercise."""
+    total = sum(weights)
+    shares = [round(maximum * weight / total, 4) for weight in weights[:-1]]
+    return [*shares, round(maximum - math.fsum(shares), 4)]
+
+
+_IMPORT_FAILURE = re.compile(r"(importing \w+\.py\b|\w+\.py was not found in the submission)")
+
+
+def _did_not_import(message: str) -> bool:
+    """Whether a failure is the worker's report that a submission file is missing or does not import."""
+    return _IMPORT_FAILURE.match(message) is not None
