@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import hashlib
 import io
 import json
@@ -279,9 +280,25 @@ def _empty_report(entry: Entry, selection: Selection, device: str, reason: str) 
         for exercise_id in selection.exercises
     ]
     reason = clean(reason)  # the slot's reason may quote the submission (a zip's name, an exception)
+    device, torch_version = _runtime(device)
     return {"schema": SCHEMA, "submission": clean(str(entry.path), newlines=False), "suite": selection.suite,
             "device": device, "score": 0.0, "max_score": sum(e["max_score"] for e in exercises), "duration_s": 0.0,
-            "torch": "", "sandbox": "", "warnings": [reason], "exercises": exercises}
+            "torch": torch_version, "sandbox": "", "warnings": [reason], "exercises": exercises}
+
+
+@functools.cache
+def _runtime(requested: str) -> tuple[str, str]:
+    """The device and torch version the slots grade with, as a graded report names them (`auto` resolved).
+
+    Only a submission that was not graded needs them here, so only then does this process import torch."""
+    import torch
+
+    from .session import resolve_device
+
+    try:
+        return resolve_device(requested), torch.__version__
+    except ValueError:
+        return requested, torch.__version__
 
 
 # A result's status as grades.csv names it (CONTRACT.md section 4), so that a 0 is never silent.
