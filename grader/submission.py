@@ -18,6 +18,7 @@ from .curriculum import SUBMISSION_FILES
 MAX_FILE_BYTES = 1 * 2**20
 MAX_ZIP_ENTRIES = 10_000
 MAX_ZIP_BYTES = 64 * 2**20
+MAX_FOLDER_DEPTH = 4  # how far below the submission's top the exercise files are looked for
 READABLE_COMPRESSIONS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
 WORKER_FILES = (
     "zygote.py", "worker.py", "protocol.py", "processes.py", "confine.py", "probes.py", "instrument.py", "capstone.py",
@@ -33,10 +34,17 @@ class Submission:
     name: str
     files: dict[str, bytes]
     notes: tuple[str, ...] = field(default=())
+    folder: str = "exercises"  # where the files were read (inside `archive`, when a zip), as the student named it
+    archive: str = ""
 
     @property
     def missing(self) -> frozenset[str]:
         return frozenset(name for name in SUBMISSION_FILES if name not in self.files)
+
+    def shown(self, filename: str) -> str:
+        """Where `filename` of this submission is, for a message that says which file to open."""
+        inside = filename if self.folder in ("", ".") else f"{self.folder}/{filename}"
+        return f"{inside} in {self.archive}" if self.archive else inside
 
 
 def load(path: Path) -> Submission:
@@ -44,16 +52,54 @@ def load(path: Path) -> Submission:
     if not path.exists():
         raise SubmissionInputError(f"submission {str(path)!r} does not exist: give a folder or a .zip")
     if path.is_dir():
-        return _from_folder(path)
+        return _found(_from_folder(path), f"the folder {str(path)!r}", depth=f"up to {MAX_FOLDER_DEPTH} levels deep")
     if zipfile.is_zipfile(path):
-        return _from_zip(path)
+        return _found(_from_zip(path), path.name, depth="at any depth")
     if path.suffix.lower() == ".zip":
-        raise SubmissionInputError(f"{path.name} is not a readable zip file (truncated or corrupt)")
+        raise SubmissionInputError(f"{path.name} is not a valid zip archive (truncated or corrupt): zip it again")
     raise SubmissionInputError(f"submission {str(path)!r} is neither a folder nor a .zip file")
 
 
+def _found(loaded: Submission, where: str, *, depth: str) -> Submission:
+    """`loaded`, unless it holds no exercise file at all: then one line says where we looked, for what."""
+    if loaded.files:
+        return loaded
+    ignored = f" ({'; '.join(loaded.notes)})" if loaded.notes else ""
+    expected = f"{SUBMISSION_FILES[0]}, {SUBMISSION_FILES[1]}, ..., {SUBMISSION_FILES[-1]}"
+    raise SubmissionInputError(
+        f"no exercise file found in {where}{ignored}: looked at its top and in the folders below it ({depth}) "
+        f"for {expected} (the files of the kit's exercises/ folder)")
+
+
+def exercise_folder(path: Path) -> Path:
+    """The folder under `path` that holds its exercise files: its top, exercises/, or the fullest one below.
+
+    Hidden folders and symbolic links are not followed; a tie goes to the shallowest folder.
+    """
+    best, most = path, 0
+    level = [path]
+    for _ in range(MAX_FOLDER_DEPTH + 1):
+        ordered = sorted(level, key=lambda folder: (folder.name != "exercises", folder.name))
+        for folder in ordered:
+            count = sum((folder / name).is_file() for name in SUBMISSION_FILES)
+            if count > most:
+                best, most = folder, count
+        if most:
+            return best
+        level = [child for folder in ordered for child in _subfolders(folder)]
+    return path
+
+
+def _subfolders(folder: Path) -> list[Path]:
+    try:
+        return [child for child in folder.iterdir()
+                if child.is_dir() and not child.is_symlink() and not child.name.startswith((".", "__"))]
+    except OSError:
+        return []
+
+
 def _from_folder(path: Path) -> Submission:
-    top = path / "exercises" if _holds_exercises(path / "exercises") else path
+    top = exercise_folder(path)
     files: dict[str, bytes] = {}
     notes: list[str] = []
     for name in SUBMISSION_FILES:
@@ -69,18 +115,14 @@ def _from_folder(path: Path) -> Submission:
                     files[name] = candidate.read_bytes()
                 except OSError as error:
                     raise SubmissionInputError(f"{name} in {path.name} cannot be read ({error.strerror})") from None
-    return Submission(path.name, files, tuple(notes))
-
-
-def _holds_exercises(folder: Path) -> bool:
-    return folder.is_dir() and any((folder / name).is_file() for name in SUBMISSION_FILES)
+    return Submission(path.name, files, tuple(notes), folder=str(top))
 
 
 def _from_zip(path: Path) -> Submission:
     try:
         archive = zipfile.ZipFile(path)
     except Exception as error:  # the zip's bytes are the submitter's: any failure is theirs
-        raise SubmissionInputError(f"{path.name} is not a readable zip file ({error})") from None
+        raise SubmissionInputError(f"{path.name} is not a valid zip archive ({error})") from None
     with archive:
         entries = archive.infolist()
         if len(entries) > MAX_ZIP_ENTRIES:
@@ -108,7 +150,7 @@ def _from_zip(path: Path) -> Submission:
                 notes.append(f"{filename} is over the {MAX_FILE_BYTES} byte limit and was ignored")
                 continue
             files[filename] = _read_entry(archive, entry, path.name)[:MAX_FILE_BYTES]
-    return Submission(path.stem, files, tuple(notes))
+    return Submission(path.stem, files, tuple(notes), folder=str(folder), archive=str(path))
 
 
 def _read_entry(archive: zipfile.ZipFile, entry: zipfile.ZipInfo, zip_name: str) -> bytes:
@@ -128,13 +170,16 @@ def _read_entry(archive: zipfile.ZipFile, entry: zipfile.ZipInfo, zip_name: str)
 
 
 def _exercise_folder(paths: dict[PurePosixPath, zipfile.ZipInfo]) -> PurePosixPath:
-    """The folder inside the zip that holds the exercise files: top, exercises/, or one level down."""
-    candidates = [PurePosixPath("."), PurePosixPath("exercises")]
-    candidates += sorted({p.parent for p in paths if len(p.parts) >= 2 and p.name in SUBMISSION_FILES})
-    for folder in candidates:
-        if any(folder / name in paths for name in SUBMISSION_FILES):
-            return folder
-    return PurePosixPath(".")
+    """The folder inside the zip that holds the most exercise files, at any depth; a tie goes to the
+    shallowest, then to one named exercises/ (macOS's __MACOSX/ copies are never chosen)."""
+    counts: dict[PurePosixPath, int] = {}
+    for name in paths:
+        if name.name in SUBMISSION_FILES and not name.parts[0].startswith("__"):
+            counts[name.parent] = counts.get(name.parent, 0) + 1
+    if not counts:
+        return PurePosixPath(".")
+    return min(counts, key=lambda folder: (-counts[folder], len(folder.parts), folder.name != "exercises",
+                                           str(folder)))
 
 
 def stage_worker(into: Path) -> None:
