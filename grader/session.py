@@ -15,7 +15,30 @@ if TYPE_CHECKING:
     from .remote import Connection, Submission
 
 
+def refuse_unavailable_device(requested: str) -> None:
+    """ValueError at once, before any sandbox starts or torch is imported, when `requested` is cuda and
+    this machine surely has none: a CPU-only torch build, or no GPU driver. Other cases wait for torch."""
+    if requested not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"unknown device {requested!r}: use auto, cpu or cuda")
+    if requested != "cuda":
+        return
+    from importlib import metadata
+
+    try:
+        version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return
+    if version.endswith("+cpu"):
+        why = f"torch {version} is a CPU-only build"
+    elif not any(Path(device).exists() for device in ("/dev/nvidiactl", "/dev/kfd", "/proc/driver/nvidia")):
+        why = "no GPU driver is loaded"
+    else:
+        return
+    raise ValueError(f"CUDA is not available on this machine ({why}): use --device cpu or --device auto")
+
+
 def resolve_device(requested: str) -> str:
+    refuse_unavailable_device(requested)
     import torch
 
     if requested == "auto":
@@ -95,10 +118,9 @@ class GradingSession:
         sandbox of the `none` tier is refused (IsolationRefused) unless `allow_unisolated`.
         """
         opened_at = time.monotonic()
+        refuse_unavailable_device(device)
         limits = limits or Limits.from_environment()
         loaded = submissions.load(path)
-        if device not in ("auto", "cpu", "cuda"):
-            raise ValueError(f"unknown device {device!r}: use auto, cpu or cuda")
         remove_stale_stages()
         zygote, client = start_sandbox(loaded, device=device, limits=limits, protect=protect,
                                        allow_unisolated=allow_unisolated)
