@@ -10,6 +10,7 @@ import math
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
@@ -31,6 +32,7 @@ from rich.table import Table
 
 from . import state, tiers
 from .curriculum import BY_ID, EXERCISES
+from .hints import start_here
 from .reports import HIDDEN_VISIBILITY, VISIBILITIES, GradeReport, to_exercism, to_gradescope, write_json
 from .sandbox import Limits, WorkerStartError
 from .selection import Selection, UsageError, hidden_installed, kit_root, select
@@ -207,7 +209,7 @@ def _check(args: argparse.Namespace, console: Console) -> int:
             write_json(to_exercism(report), args.exercism)
     except OSError as error:
         _die(f"cannot write the report: {error}")
-    render(report, console, verbose=args.verbose)
+    render(report, console, verbose=args.verbose, where=session.submission.shown)
     if args.fail_under is not None and report.percent < args.fail_under:
         console.print(f"[red]Score {report.percent:.1f}% is under --fail-under {args.fail_under:g}%.[/]")
         return EXIT_FAIL_UNDER
@@ -328,7 +330,9 @@ def _release(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
-def render(report: GradeReport, console: Console, *, verbose: bool = False) -> None:
+def render(report: GradeReport, console: Console, *, verbose: bool = False,
+           where: Callable[[str], str] = "exercises/{}".format) -> None:
+    """The score table, then what to do: each failed test's message, one step for unwritten exercises."""
     warn = Console(stderr=True, highlight=False, no_color=console.no_color)
     for warning in report.warnings:
         warn.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
@@ -347,11 +351,11 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False) -> N
     total = f"[bold]{_points(report.score)}/{_points(report.max_score)}[/]"
     table.add_row("[bold]Total[/]", "", total, f"{report.percent:.0f}%")
     console.print(table)
+    unwritten = [e.id for e in report.exercises if e.status == "not started" and not e.blocked_by and not verbose]
     for exercise in report.exercises:
         shown = [t for t in exercise.tests
                  if verbose or t.outcome in ("failed", "error") or (t.outcome == "skipped" and t.max_points)]
-        if exercise.status == "not started" and not verbose:
-            console.print(f"[dim]○ {exercise.id}: not implemented yet — open exercises/{exercise.id}.py[/]")
+        if exercise.id in unwritten:
             continue
         for test in shown:
             mark = {"passed": "[green]✔[/]", "skipped": "[dim]-[/]"}.get(test.outcome, "[red]✘[/]")
@@ -360,6 +364,8 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False) -> N
             if test.message:
                 for line in test.message.splitlines():
                     console.print(f"    {escape(line)}", soft_wrap=True)
+    if unwritten:
+        console.print(f"[dim]○ {escape(clean(start_here(unwritten, where), newlines=False))}[/]", soft_wrap=True)
     console.print(f"[dim]Graded in {report.duration_s:.1f} s, torch {report.torch}, sandbox: {report.sandbox}.[/]")
 
 

@@ -7,6 +7,10 @@ function (a kit test checks that no hint contains a function body of the referen
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from .curriculum import BY_ID
+
 HINTS: dict[str, tuple[str, ...]] = {
     "attention": (
         """\
@@ -336,3 +340,12 @@ next_token = model.generator(out[:, -1]).argmax(dim=-1, keepdim=True)
 ```""",
     ),
 }
+
+
+def start_here(unwritten: list[str], where: Callable[[str], str]) -> str:
+    """The one next step for exercises not written yet (in curriculum order): the file of the first to open."""
+    first = unwritten[0]
+    open_it = f"open {where(BY_ID[first].file)}"
+    if len(unwritten) == 1:
+        return f"{first}: not implemented yet — {open_it}"
+    return f"{len(unwritten)} exercises not implemented yet: start with {first}: {open_it}, then `grader check {first}`"

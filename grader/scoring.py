@@ -92,11 +92,15 @@ def _mark_blocked(results: list[ExerciseResult]) -> list[ExerciseResult]:
     marked = []
     for result in results:
         blockers = tuple(need for need in prerequisites(result.id) if need in failing)
-        if not blockers or result.id not in failing:
-            marked.append(result)
+        if not blockers or result.id not in failing or _not_started(result):
+            marked.append(result)  # an unwritten exercise is not blocked: writing it is the next step
             continue
-        names = ", ".join(blockers)
-        note = f"blocked by {names}: it fails its own tests and {result.id} builds on it, so fix it first. "
+        if len(blockers) == 1:
+            note = f"blocked by {blockers[0]}: it fails its own tests and {result.id} builds on it, so fix it first. "
+        else:
+            names = ", ".join(blockers[:-1]) + f" and {blockers[-1]}"
+            note = (f"blocked by {names}: they fail their own tests and {result.id} builds on them, "
+                    "so fix them first. ")
         tests = tuple(
             replace(test, message=note + test.message)
             if test.outcome in ("failed", "error") and not test.message.startswith("blocked by") else test
@@ -104,6 +108,13 @@ def _mark_blocked(results: list[ExerciseResult]) -> list[ExerciseResult]:
         )
         marked.append(replace(result, tests=tests, blocked_by=blockers))
     return marked
+
+
+def _not_started(result: ExerciseResult) -> bool:
+    """Every test that ran stopped at the exercise's own unwritten code (not at a prerequisite's)."""
+    ran = [test for test in result.tests if test.outcome != "skipped"]
+    return bool(ran) and all(
+        "is not implemented yet" in test.message and not test.message.startswith("blocked by") for test in ran)
 
 
 def _raw(test: dict[str, Any]) -> _Raw:

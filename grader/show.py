@@ -93,7 +93,8 @@ def collect(submission: Path) -> tuple[Heatmap, Heatmap]:
             try:
                 weights = call()
             except SubmissionFailure as error:
-                return Heatmap(title, function, expected, verdict, problem=_explain(function, exercise, error))
+                where = session.submission.shown(f"{exercise}.py")
+                return Heatmap(title, function, expected, verdict, problem=_explain(function, exercise, error, where))
             if not isinstance(weights, torch.Tensor) or tuple(weights.shape) != tuple(expected.shape):
                 got = tuple(weights.shape) if isinstance(weights, torch.Tensor) else type(weights).__name__
                 return Heatmap(title, function, expected, verdict, problem=(
@@ -118,11 +119,11 @@ def _weights_of_pair(value: Any) -> Any:
     return value
 
 
-def _explain(function: str, exercise: str, error: Exception) -> str:
+def _explain(function: str, exercise: str, error: Exception, where: str) -> str:
     from .remote import NotImplementedYet
 
     if isinstance(error, NotImplementedYet):
-        return (f"{function} is not implemented yet: fill in exercises/{exercise}.py, "
+        return (f"{function} is not implemented yet: fill in {where}, "
                 "then run `grader show attention` again")
     detail = (str(error).splitlines() or [type(error).__name__])[0]
     return f"{function} failed: {detail} (`grader check {exercise}` says more)"

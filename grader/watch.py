@@ -20,6 +20,7 @@ from rich.markup import escape
 
 from . import state
 from .curriculum import BY_ID, EXERCISES
+from .submission import exercise_folder
 from .text import clean
 
 POLL_S = 0.5
@@ -31,9 +32,9 @@ Snapshot = dict[str, tuple[int, int]]
 
 def snapshot(submission: Path) -> Snapshot:
     """Modification time and size of every Python file a check of `submission` would read."""
-    paths = [submission] if submission.is_file() else [
-        *submission.glob("*.py"), *submission.glob("exercises/*.py"),
-    ]
+    paths = [submission] if submission.is_file() else list(dict.fromkeys([
+        *submission.glob("*.py"), *submission.glob("exercises/*.py"), *exercise_folder(submission).glob("*.py"),
+    ]))
     files: Snapshot = {}
     for path in paths:
         try:
@@ -152,5 +153,11 @@ def _say_what_next(submission: Path, checked: str, console: Console) -> None:
         return
     following = next_exercise(submission, saved=[])
     if following != checked:
-        console.print(f"[green]✔ {checked} is done.[/] Next: {following}, in exercises/{following}.py; "
+        where = escape(clean(_file_of(submission, BY_ID[following].file), newlines=False))
+        console.print(f"[green]✔ {checked} is done.[/] Next: {following}, in {where}; "
                       f"the next save checks it (`grader hint {following}` if you are stuck).")
+
+
+def _file_of(submission: Path, filename: str) -> str:
+    """Where the student edits `filename`: in the folder that holds the exercise files, or in the zip."""
+    return f"{filename} in {submission}" if submission.is_file() else str(exercise_folder(submission) / filename)
