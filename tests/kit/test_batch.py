@@ -67,6 +67,8 @@ def test_every_submission_gets_a_report_and_a_csv_row(first_run):
     assert float(rows["carol"]["attention"]) == 10 and float(rows["carol"]["masking"]) == 0
     mallory = json.loads((out / "mallory.json").read_text())
     assert mallory["status"] == "refused" and "unsafe path" in mallory["warnings"][0]
+    alice = json.loads((out / "alice.json").read_text())
+    assert (mallory["device"], mallory["torch"]) == (alice["device"], alice["torch"]), mallory
     summary = json.loads((out / "summary.json").read_text())
     assert summary["submissions"] == 4 and summary["statuses"] == {"graded": 3, "refused": 1}
     assert sum(summary["sandboxes"].values()) == 4, summary["sandboxes"]
@@ -119,6 +121,8 @@ def test_a_submission_over_its_time_budget_is_stopped_and_the_next_one_is_graded
     assert run.returncode == 0, run.stderr
     looper, zoe = (json.loads((out / f"{name}.json").read_text()) for name in ("looper", "zoe"))
     assert looper["status"] == "timeout" and "6 s budget" in looper["warnings"][0], looper["warnings"]
+    rows = {row["id"]: row["status"] for row in csv.DictReader((out / "grades.csv").open())}
+    assert rows == {"looper": "limit", "zoe": "graded"}, rows
     assert zoe["status"] == "graded" and zoe["score"] == zoe["max_score"] == 100
     assert time.monotonic() - started < 120
     summary = json.loads((out / "summary.json").read_text())
