@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import re
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,10 +39,13 @@ _SESSION = pytest.StashKey[GradingSession]()
 _MARKS = pytest.StashKey[tuple[int, int]]()
 _MESSAGE_SET = pytest.StashKey[bool]()
 _SEED = pytest.StashKey[int]()
-_DIAGNOSED = pytest.StashKey[set[str]]()  # exercises whose first failure has been diagnosed
+_DIAGNOSED = pytest.StashKey[dict[str, str]]()  # exercise -> what its first failure's diagnosis found
 _FAILED = pytest.StashKey[set[str]]()  # exercises with a failed test so far in this run
 DIAGNOSIS_CALL_TIMEOUT_S = 5.0  # the probe's calls are small; a slow one means there is nothing to learn
 QUICK_SKIP = "skipped by --quick: run without --quick to earn these points"
+_HINT = re.compile(r" Hint: .*$", re.MULTILINE)  # what a test says of the symptom it saw, to the end of its line
+# "SyntaxError: expected ':' (attention.py, line 3) (attention.py, line 3: def ...)": Python's own location, then ours.
+_LOCATED_TWICE = re.compile(r" \(([^()\s]+), line (\d+)\)(?= \(\1, line \2[:)])")
 
 
 class PreparedSession:
@@ -205,27 +209,31 @@ def pytest_json_runtest_metadata(item: pytest.Item, call: pytest.CallInfo[Any]) 
     if call.excinfo is not None and not item.stash.get(_MESSAGE_SET, False):
         item.stash[_MESSAGE_SET] = True
         exercise = exercise_of_test_file(Path(str(item.path)).name)
-        metadata["message"] = feedback(call.excinfo.value, printed=_printed(item), exercise=exercise)
+        printed = _printed(item)  # before the diagnosis's own calls print anything
         diagnosis = _diagnosis(item, exercise, call.excinfo.value)
-        if diagnosis:
-            metadata["message"] += "\n" + diagnosis
+        metadata["message"] = feedback(call.excinfo.value, printed=printed, exercise=exercise, diagnosis=diagnosis)
     return metadata
 
 
 def _diagnosis(item: pytest.Item, exercise: str | None, error: BaseException) -> str:
-    """The known mistake this failure comes from, once per exercise: with its first failed test only."""
+    """The known mistake this failure comes from: "Diagnosis: ..." with the exercise's first failed test,
+    then, for its later failures, the same finding as their hint ("Hint: ..."), in place of the hint
+    the test gives for the symptom it saw."""
     session = item.config.stash.get(_SESSION, None)
-    diagnosed = item.config.stash.setdefault(_DIAGNOSED, set())
+    diagnosed = item.config.stash.setdefault(_DIAGNOSED, {})
     failed = item.config.stash.setdefault(_FAILED, set())
     if exercise is None or session is None or isinstance(error, pytest.skip.Exception):
         return ""
     failed.add(exercise)
-    if exercise in diagnosed or isinstance(error, (NotImplementedYet, WorkerCrash)):
+    if isinstance(error, (NotImplementedYet, WorkerCrash, BudgetExhausted)):
         return ""  # unfinished or crashing code has no known mistake to name, and must not be run again
+    if exercise in diagnosed:
+        found = [line.removeprefix("Diagnosis: ") for line in diagnosed[exercise].splitlines()]
+        return f"Hint: {' '.join(found)}" if found else ""
     budget = _budget(item.config)
-    if isinstance(error, BudgetExhausted) or (budget is not None and budget.spent()):
+    if budget is not None and budget.spent():
         return ""  # no time left to run the probe; a later failure in this exercise will not try either
-    diagnosed.add(exercise)
+    diagnosed[exercise] = ""
     if failed.intersection(prerequisites(exercise)):
         return ""  # the failure may come from an exercise it builds on: naming a mistake here would mislead
     from . import diagnosis  # only a failure pays for it
@@ -236,11 +244,12 @@ def _diagnosis(item: pytest.Item, exercise: str | None, error: BaseException) ->
     timeout = connection.call_timeout_s
     connection.call_timeout_s = DIAGNOSIS_CALL_TIMEOUT_S
     try:
-        return diagnosis.message(diagnosis.diagnose(exercise, session.impl(), device=session.device))
+        diagnosed[exercise] = diagnosis.message(diagnosis.diagnose(exercise, session.impl(), device=session.device))
     except Exception:  # a diagnosis is a bonus: the test's own message stands whatever happens here
-        return ""
+        pass
     finally:
         connection.call_timeout_s = timeout
+    return diagnosed[exercise]
 
 
 def _printed(item: pytest.Item) -> str:
@@ -250,8 +259,8 @@ def _printed(item: pytest.Item) -> str:
     return session.connection.printed_since(item.stash[_MARKS])
 
 
-def feedback(error: BaseException, *, printed: str = "", exercise: str | None = None) -> str:
-    """The one short message a student sees for a failed test."""
+def feedback(error: BaseException, *, printed: str = "", exercise: str | None = None, diagnosis: str = "") -> str:
+    """The one short message a student sees for a failed test; a `diagnosis` replaces the test's own hint."""
     if isinstance(error, (SubmissionFailure, AssertionError)):
         message = str(error) or type(error).__name__
         source = getattr(error, "file", None)
@@ -266,6 +275,9 @@ def feedback(error: BaseException, *, printed: str = "", exercise: str | None = 
         message = f"{type(error).__name__}: {error}"
     if len(message) > MAX_MESSAGE_CHARS:
         message = message[:MAX_MESSAGE_CHARS] + " [...]"
+    message = _LOCATED_TWICE.sub("", message)
+    if diagnosis:
+        message = _HINT.sub("", message) + ("\n" if diagnosis.startswith("Diagnosis: ") else " ") + diagnosis
     if printed:
         lines = printed.splitlines()[-PRINTED_LINES:]
         message += "\nYour code printed (last lines):\n" + "\n".join(line[:200] for line in lines)
