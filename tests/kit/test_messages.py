@@ -1,0 +1,193 @@
+"""Messages that point at the real cause, each tried the way a student meets it: a submission in the
+wrong folder, softmax over the wrong axis, the first run on untouched stubs, a list of blockers, a
+SyntaxError, a corrupt zip, a GPU that is not there, a terminal that cannot show every character."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+STUBS, SOLUTIONS, MISTAKES = REPO / "exercises", REPO / "solutions", REPO / "solutions" / "mistakes"
+SYNTAX_ERROR = "import torch\n\n\ndef attention(query, key, value, dropout=None, mask=None)\n    return 1\n"
+
+
+def one_line_usage_error(run) -> str:
+    assert run.returncode == 2, run.describe()
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in run.stderr, run.describe()
+    return lines[0]
+
+
+def zip_folder(folder: Path, archive: Path, *, under: str) -> Path:
+    with zipfile.ZipFile(archive, "w") as out:
+        for path in sorted(folder.glob("*.py")):
+            out.write(path, f"{under}/{path.name}")
+    return archive
+
+
+def copy_exercise_files(source: Path, into: Path) -> Path:
+    into.mkdir(parents=True)
+    for path in source.glob("*.py"):
+        shutil.copyfile(path, into / path.name)
+    return into
+
+
+# --- where the exercise files are ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("under", ["my-kit/exercises", "Downloads/hw3/attention-kit/exercises"])
+def test_a_zip_with_the_exercises_in_nested_folders_is_graded(grader_cli, tmp_path: Path, under):
+    archive = zip_folder(SOLUTIONS, tmp_path / "alice.zip", under=under)
+    run = grader_cli.check(archive, tmp_path / "report.json")
+    assert run.returncode == 0, run.describe()
+    assert run.exercise("attention")["score"] == 10, run.feedback("attention")
+
+
+def test_a_folder_with_the_exercises_in_nested_folders_is_graded(grader_cli, tmp_path: Path):
+    copy_exercise_files(SOLUTIONS, tmp_path / "alice" / "my-kit" / "exercises")
+    run = grader_cli.check(tmp_path / "alice", tmp_path / "report.json")
+    assert run.returncode == 0, run.describe()
+    assert run.exercise("attention")["score"] == 10, run.feedback("attention")
+
+
+def test_a_folder_without_exercise_files_is_one_line_saying_where_it_looked(grader_cli, tmp_path: Path):
+    (tmp_path / "alice" / "notes").mkdir(parents=True)
+    (tmp_path / "alice" / "notes" / "readme.txt").write_text("my homework\n")
+    line = one_line_usage_error(grader_cli.run("check", "--submission", str(tmp_path / "alice")))
+    assert "no exercise file found in the folder" in line and "alice" in line, line
+    assert "attention.py" in line and "transformer.py" in line and "exercises/" in line, line
+
+
+def test_a_zip_without_exercise_files_is_one_line_saying_where_it_looked(grader_cli, tmp_path: Path):
+    archive = tmp_path / "alice.zip"
+    with zipfile.ZipFile(archive, "w") as out:
+        out.writestr("my-kit/exercises/attention.ipynb.txt", "nothing to grade\n")
+    line = one_line_usage_error(grader_cli.run("check", "--submission", str(archive)))
+    assert "no exercise file found in alice.zip" in line and "attention.py" in line, line
+
+
+def test_batch_refuses_a_submission_without_exercise_files_with_the_reason(grader_cli, tmp_path: Path):
+    (tmp_path / "class" / "bob" / "notes").mkdir(parents=True)
+    out = tmp_path / "grades"
+    run = grader_cli.run("batch", str(tmp_path / "class"), "--out", str(out), "--suite", "public", "--jobs", "1")
+    assert run.returncode == 0, run.describe()
+    report = json.loads((out / "bob.json").read_text())
+    assert report["status"] == "refused", report
+    assert any("no exercise file found" in warning for warning in report["warnings"]), report["warnings"]
+    assert "no exercise file found" in run.stdout, run.stdout
+
+
+def test_a_corrupt_zip_is_not_a_valid_zip_archive(grader_cli, tmp_path: Path):
+    archive = tmp_path / "alice.zip"
+    archive.write_bytes(b"PK\x03\x04 this is not really a zip")
+    line = one_line_usage_error(grader_cli.run("check", "--submission", str(archive)))
+    assert "alice.zip is not a valid zip archive" in line, line
+
+
+# --- what a failure says ------------------------------------------------------------------------
+
+
+def test_softmax_over_the_wrong_axis_gets_the_hint_of_its_diagnosis(grader_cli, tmp_path: Path):
+    submission = tmp_path / "sub"
+    submission.mkdir()
+    shutil.copyfile(MISTAKES / "attention" / "softmax_over_queries.py", submission / "attention.py")
+    run = grader_cli.check(submission, tmp_path / "report.json")
+    assert run.returncode == 0, run.describe()
+    feedback = run.feedback("attention")
+    assert "mask == 0" not in feedback, f"a masking hint for a softmax over the wrong axis:\n{feedback}"
+    assert feedback.count("Diagnosis: ") == 1 and "query axis" in feedback, feedback
+    masked = [t["message"] for t in run.lost_tests("attention") if "blocked_keys" in t["name"]]
+    assert masked and all("Hint: " in m and "query axis" in m for m in masked), feedback
+
+
+def test_untouched_stubs_get_one_next_step_naming_the_file_graded(grader_cli, tmp_path: Path):
+    copy_exercise_files(STUBS, tmp_path / "homework")
+    run = grader_cli.run("check", "--submission", "homework", "--suite", "public", cwd=tmp_path)
+    assert run.returncode == 0, run.describe()
+    steps = [line for line in run.stdout.splitlines() if "open " in line]
+    assert len(steps) == 1, f"expected one next step:\n{run.stdout}"
+    assert "start with attention: open homework/attention.py" in steps[0], steps[0]
+    assert "blocked by" not in run.stdout and "✘" not in run.stdout, run.stdout
+
+
+def test_one_untouched_exercise_names_its_file(grader_cli, tmp_path: Path):
+    copy_exercise_files(STUBS, tmp_path / "exercises")
+    run = grader_cli.run("check", "attention", "--submission", "exercises", "--suite", "public", cwd=tmp_path)
+    assert run.returncode == 0, run.describe()
+    assert "attention: not implemented yet — open exercises/attention.py" in run.stdout, run.stdout
+
+
+def test_blocked_by_a_list_reads_as_a_plural(grader_cli, tmp_path: Path):
+    submission = copy_exercise_files(SOLUTIONS, tmp_path / "sub")
+    shutil.copyfile(MISTAKES / "attention" / "no_scaling.py", submission / "attention.py")
+    masking = (submission / "masking.py").read_text()  # and a causal mask that hides nothing
+    (submission / "masking.py").write_text(masking + "\n\ndef causal_mask(seq_len):\n"
+                                           "    return torch.zeros(1, 1, seq_len, seq_len)\n")
+    run = grader_cli.check(submission, tmp_path / "report.json", "attention", "masking", "multi_head_attention",
+                           "--suite", "public")
+    assert run.returncode == 0, run.describe()
+    blocked = [t["message"] for t in run.lost_tests("multi_head_attention")]
+    assert blocked, run.feedback("multi_head_attention")
+    assert all(m.startswith("blocked by attention and masking: they fail their own tests and multi_head_attention "
+                            "builds on them, so fix them first.") for m in blocked), blocked[0]
+
+
+def test_a_syntax_error_names_its_location_once(grader_cli, tmp_path: Path):
+    submission = tmp_path / "sub"
+    submission.mkdir()
+    (submission / "attention.py").write_text(SYNTAX_ERROR)
+    run = grader_cli.check(submission, tmp_path / "report.json", "attention", "--suite", "public")
+    assert run.returncode == 0, run.describe()
+    for test in run.lost_tests("attention"):
+        assert "SyntaxError" in test["message"] and test["message"].count("line 4") == 1, test["message"]
+
+
+# --- the machine and the terminal ---------------------------------------------------------------
+
+
+def test_cuda_on_a_machine_without_it_fails_at_once(grader_cli, tmp_path: Path):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    for command in (["check", "attention", "--submission", str(SOLUTIONS)],
+                    ["batch", str(tmp_path), "--out", str(tmp_path / "out")]):
+        started = time.monotonic()
+        line = one_line_usage_error(grader_cli.run(*command, "--device", "cuda"))
+        assert "CUDA is not available" in line and "--device cpu" in line, line
+        assert time.monotonic() - started < 5, f"{command[0]} took {time.monotonic() - started:.1f} s to refuse"
+
+
+EMOJI_NAME = "学生😀"  # GB2312 has the Chinese characters, not the emoji
+NOISY = ("def attention(query, key, value, dropout=None, mask=None):\n"
+         "    print('données 😀 \\u2603')\n"
+         "    raise ValueError('résultat ✓ 😀')\n")
+
+
+@pytest.mark.parametrize("encoding", ["gb2312", "ascii"])
+def test_a_terminal_that_cannot_show_a_character_never_crashes(grader_cli, grader_env, tmp_path: Path,
+                                                               encoding: str):
+    env = {**grader_env, "PYTHONIOENCODING": encoding, "LANG": "zh_CN.GB2312"}
+    (tmp_path / "class" / EMOJI_NAME).mkdir(parents=True)
+    (tmp_path / "class" / EMOJI_NAME / "attention.py").write_text(NOISY)
+    submission = str(tmp_path / "class" / EMOJI_NAME)
+    runs = [grader_cli.run("check", "attention", "--submission", submission, "--suite", "public", env=env,
+                           cwd=tmp_path)]
+    if encoding == "gb2312":
+        runs += [
+            grader_cli.run("batch", str(tmp_path / "class"), "--out", str(tmp_path / "out"), "--suite", "public",
+                           "--jobs", "1", env=env, cwd=tmp_path),
+            grader_cli.run("show", "attention", "--submission", submission, env=env, cwd=tmp_path),
+            grader_cli.run("watch", "attention", "--submission", submission, "--max-runs", "1", env=env, cwd=tmp_path),
+            grader_cli.run("list", env=env, cwd=tmp_path),
+            grader_cli.run("hint", "attention", env=env, cwd=tmp_path),
+        ]
+    for run in runs:
+        assert run.returncode in (0, 1), run.describe()  # show exits 1: the attention it drew failed
+        assert "Traceback" not in run.stderr and "UnicodeEncodeError" not in run.stdout + run.stderr, run.describe()
+    assert "ValueError" in runs[0].stdout, runs[0].describe()
