@@ -184,6 +184,17 @@ class ModuleInfo:
     buffers: dict[str, dict[str, Any]]
     modules: dict[str, str]
     training: bool
+    bases: dict[str, list[str]] = field(default_factory=dict)
+
+    def is_a(self, name: str, kind: str) -> bool:
+        """Whether submodule `name` is an instance of a class named `kind` ("Dropout", "Embedding"): its own
+        class or any class it derives from, so a `TokenEmbedding(nn.Embedding)` is an Embedding."""
+        classes = self.bases.get(name) or ([self.modules[name]] if name in self.modules else [])
+        return any(c.endswith("." + kind) for c in classes)
+
+    def kind_of(self, name: str) -> str:
+        """What to call submodule `name` in a message: its class, or "nothing"."""
+        return self.modules.get(name, "nothing")
 
 
 def describe(module: Any) -> ModuleInfo:
@@ -193,7 +204,8 @@ def describe(module: Any) -> ModuleInfo:
         info = module._connection.request({"op": "describe", "target": module._handle}, {}, what=f"{module._name}")
         if not info.get("is_module"):
             raise AssertionError(f"{module._name} should be a torch.nn.Module, got {info.get('type')}")
-        return ModuleInfo(info["type"], info["parameters"], info["buffers"], info["modules"], info["training"])
+        return ModuleInfo(info["type"], info["parameters"], info["buffers"], info["modules"], info["training"],
+                          dict(info.get("module_bases") or {}))
     persistent = set(module.state_dict(keep_vars=True))
     return ModuleInfo(
         f"{type(module).__module__}.{type(module).__qualname__}",
@@ -201,8 +213,11 @@ def describe(module: Any) -> ModuleInfo:
          for n, p in module.named_parameters()},
         {n: {"shape": list(b.shape), "dtype": str(b.dtype).removeprefix("torch."), "persistent": n in persistent}
          for n, b in module.named_buffers()},
-        {n: f"{type(m).__module__}.{type(m).__qualname__}" for n, m in module.named_modules() if n},
+        {n: f"{type(m).__module__}.{type(m).__qualname__}"
+         for n, m in module.named_modules(remove_duplicate=False) if n},
         module.training,
+        {n: [f"{c.__module__}.{c.__qualname__}" for c in type(m).__mro__]
+         for n, m in module.named_modules(remove_duplicate=False) if n},
     )
 
 
@@ -297,3 +312,62 @@ def _to_double(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _to_double(v) for k, v in value.items()}
     return value
+
+
+# --- dropout, judged by what it does -----------------------------------------------------------
+
+
+def unexplained_by_weight_dropout(
+    out: torch.Tensor,
+    values: torch.Tensor,
+    weights: torch.Tensor,
+    *,
+    p: float,
+    groups: int,
+    output_dropout: bool,
+    atol: float = 1e-4,
+) -> str | None:
+    """Why a train-mode output is not one that dropout on the attention weights can give, or None when it is.
+
+    `weights` (T_q, T_k) are the attention weights without dropout and `values` (B, T_k, F) the values,
+    split into `groups` heads of F // groups features (every projection the identity). With inverted
+    dropout on the weights, head h at (b, t) is sum_s weights[t, s] * keep[s] * values[b, s, h] / (1 - p)
+    for one keep pattern in {0, 1}^T_k; with `output_dropout` each feature is then 0 or that over (1 - p).
+    Every pattern is enumerated (T_k is tiny), so any correct way of dropping the weights passes (the
+    contract's module, an inner one, the fused kernel's dropout_p, heads folded into the batch), and
+    dropout on the values or the output instead, a missing 1 / (1 - p) or no dropout at all do not.
+    """
+    out = out.detach().to("cpu", torch.float64)
+    values = values.detach().to("cpu", torch.float64)
+    weights = weights.detach().to("cpu", torch.float64)
+    B, T_k, F = values.shape
+    T_q = weights.shape[0]
+    if tuple(out.shape) != (B, T_q, F):
+        return f"the output has shape {tuple(out.shape)}, expected {(B, T_q, F)}"
+    patterns = torch.cartesian_prod(*[torch.tensor([0.0, 1.0], dtype=torch.float64)] * T_k).reshape(-1, T_k)
+    reachable = torch.einsum("ts,ps,bsf->btpf", weights, patterns, values) / (1 - p)  # (B, T_q, P, F)
+    kept = reachable / (1 - p) if output_dropout else reachable
+    got = out[:, :, None, :]  # (B, T_q, 1, F)
+    tol = atol * (1 + kept.abs())
+    match = (got - kept).abs() <= tol
+    if output_dropout:
+        match = match | (got.abs() <= atol)
+    size = F // groups
+    per_pattern = match.view(B, T_q, -1, groups, size).all(dim=-1)  # (B, T_q, P, groups)
+    explained = per_pattern.any(dim=2)
+    if not bool(explained.all()):
+        b, t, h = (int(i) for i in torch.nonzero(~explained)[0])
+        return (f"at batch element {b}, position {t}, head {h}, no dropout pattern on the attention weights"
+                f"{' and the output' if output_dropout else ''} gives the output "
+                f"{[round(v, 4) for v in out[b, t, h * size:(h + 1) * size].tolist()]}")
+    # Dropout twice on the output is explained by keeping every weight: the weights must be seen dropped, about
+    # as often as p says (a lower bound 6 standard deviations below the expected count).
+    dropped = int((~per_pattern[:, :, -1]).sum())  # the last pattern keeps every key
+    n = (weights != 0).sum(dim=-1).double()  # (T_q,)
+    q = 1 - (1 - p) ** n - p**n  # some weight of row t dropped, not all (all dropped looks like output dropout)
+    expected = float(q.sum()) * B * groups
+    spread = math.sqrt(float((q * (1 - q)).sum()) * B * groups)
+    if dropped < max(1.0, expected - 6 * spread):
+        return (f"the attention weights were dropped in {dropped} of {B * T_q * groups} (batch element, position, "
+                f"head) cases, where dropout with p = {p} drops some in about {expected:.0f}")
+    return None

@@ -11,7 +11,17 @@ import pytest
 import torch
 
 from grader.remote import SubmissionFailure
-from grader.testing import assert_close, backward, describe, expect_tensor, float64, golden, load_parameters, tolerance
+from grader.testing import (
+    assert_close,
+    backward,
+    describe,
+    expect_tensor,
+    float64,
+    golden,
+    load_parameters,
+    tolerance,
+    unexplained_by_weight_dropout,
+)
 
 N_EMBD, HEAD_SIZE, BLOCK_SIZE = 24, 6, 10  # head_size != n_embd on purpose
 
@@ -45,7 +55,7 @@ def check_golden(m, r, x, *, name="output", hint=""):
 def test_layers_are_key_query_value_without_bias(impl, device):
     info = describe(impl.head_attention.HeadAttention(N_EMBD, HEAD_SIZE, BLOCK_SIZE))
     for name in ("key", "query", "value"):
-        assert info.modules.get(name, "").endswith(".Linear"), (
+        assert info.is_a(name, "Linear"), (
             f"HeadAttention.{name} should be an nn.Linear, got {info.modules.get(name, 'nothing')}"
         )
     got = {name: p["shape"] for name, p in info.parameters.items() if name != "tril"}
@@ -54,7 +64,7 @@ def test_layers_are_key_query_value_without_bias(impl, device):
         f"HeadAttention({N_EMBD}, {HEAD_SIZE}, {BLOCK_SIZE}) has parameters {got}, expected {expected}. "
         "Hint: nn.Linear(n_embd, head_size, bias=False) maps n_embd features to head_size."
     )
-    assert info.modules.get("dropout", "").endswith(".Dropout"), "HeadAttention.dropout should be an nn.Dropout"
+    assert info.is_a("dropout", "Dropout"), "HeadAttention.dropout should be an nn.Dropout"
 
 
 @pytest.mark.confirmed_by("test_future_tokens_do_not_leak", "test_matches_golden")
@@ -147,9 +157,36 @@ def test_dropout_acts_on_the_attention_weights(impl, ref, device, seed):
     m.add_module("dropout", impl.probes.FixedMask(keep))
     dropped = copy.deepcopy(r)
     dropped.add_module("dropout", ref.probes.FixedMask(keep))
-    check_golden(m, dropped, torch.randn(2, 8, N_EMBD, device=device), name="output with a fixed dropout",
-                 hint="the grader replaced self.dropout by a fixed (B, T, T) mask: apply self.dropout to the "
-                      "softmax weights, before @ v, not to the output.")
+    try:
+        check_golden(m, dropped, torch.randn(2, 8, N_EMBD, device=device), name="output with a fixed dropout",
+                     hint="the grader replaced self.dropout by a fixed (B, T, T) mask: apply self.dropout to the "
+                          "softmax weights, before @ v, not to the output.")
+    except AssertionError as fixed:
+        if not drops_the_weights_in_training(impl, device):
+            raise fixed
+
+
+def drops_the_weights_in_training(impl, device):
+    """Whether, in training mode, every output is one that dropout on the attention weights gives.
+
+    The fixed mask only reaches code that calls self.dropout on the (B, T, T) weights; code that drops them its
+    own way (dropout_p of F.scaled_dot_product_attention, say) is judged on what it computes: 96 copies of 4
+    tokens with query = 0 and value picking the first head_size features, checked against every dropout pattern.
+    """
+    m = impl.head_attention.HeadAttention(N_EMBD, HEAD_SIZE, BLOCK_SIZE, 0.25)
+    value = torch.eye(HEAD_SIZE, N_EMBD)  # value(x) = x[..., :HEAD_SIZE]
+    load_parameters(m, {"query.weight": torch.zeros(HEAD_SIZE, N_EMBD), "key.weight": torch.randn(HEAD_SIZE, N_EMBD),
+                        "value.weight": value}, name="HeadAttention", names_hint="key, query, value", allow=("tril",))
+    m.to(device).train()
+    x = torch.randn(96, 4, N_EMBD, device=device)
+    weights = torch.ones(4, 4).tril()
+    weights = weights / weights.sum(dim=-1, keepdim=True)  # all scores 0: weight 1/(t+1) on positions 0..t
+    try:
+        out = call(m, x)
+    except AssertionError:
+        return False
+    why = unexplained_by_weight_dropout(out, x[..., :HEAD_SIZE], weights, p=0.25, groups=1, output_dropout=False)
+    return why is None
 
 
 @pytest.mark.points(1)

@@ -80,10 +80,10 @@ def test_feed_forward_has_the_contract_layers(impl):
         "Hint: w1 = nn.Linear(d_model, d_ff), w2 = nn.Linear(d_ff, d_model), both with bias."
     )
     for name in ("w1", "w2"):
-        assert info.modules.get(name, "").endswith(".Linear"), (
+        assert info.is_a(name, "Linear"), (
             f"FeedForward.{name} should be an nn.Linear, got {info.modules.get(name, 'nothing')}"
         )
-    assert info.modules.get("dropout", "").endswith(".Dropout"), (
+    assert info.is_a("dropout", "Dropout"), (
         f"FeedForward.dropout should be an nn.Dropout, got {info.modules.get('dropout', 'nothing')}"
     )
 
@@ -123,7 +123,7 @@ def test_residual_connection_has_the_contract_norm(impl):
         f"ResidualConnection(24) has parameters {got}, expected {expected}. Hint: self.norm = nn.LayerNorm(d_model)."
     )
     for name, kind in (("norm", ".LayerNorm"), ("dropout", ".Dropout")):
-        assert info.modules.get(name, "").endswith(kind), (
+        assert info.is_a(name, kind.lstrip(".")), (
             f"ResidualConnection.{name} should be an nn{kind}, got {info.modules.get(name, 'nothing')}"
         )
 

@@ -49,7 +49,7 @@ def test_feed_forward_has_w1_and_w2_with_biases(impl):
         f"FeedForward({D_MODEL}, {D_FF}) has parameters {got}, expected {expected}. "
         "Hint: w1 = nn.Linear(d_model, d_ff) widens, w2 = nn.Linear(d_ff, d_model) narrows back; both keep their bias."
     )
-    assert info.modules.get("dropout", "").endswith(".Dropout"), (
+    assert info.is_a("dropout", "Dropout"), (
         f"FeedForward.dropout should be an nn.Dropout, got {info.modules.get('dropout', 'nothing')}"
     )
 
@@ -65,7 +65,7 @@ def test_residual_connection_has_a_layer_norm_named_norm(impl):
         "Hint: self.norm = nn.LayerNorm(d_model); the sublayer's parameters belong to the sublayer, not here."
     )
     for name, kind in (("norm", ".LayerNorm"), ("dropout", ".Dropout")):
-        assert info.modules.get(name, "").endswith(kind), (
+        assert info.is_a(name, kind.lstrip(".")), (
             f"ResidualConnection.{name} should be an nn{kind}, got {info.modules.get(name, 'nothing')}"
         )
 

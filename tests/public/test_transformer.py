@@ -87,15 +87,14 @@ def test_modules_have_the_contract_names_and_shapes(impl, device):
     )
     for name, kind in (("src_embed", "Embedding"), ("tgt_embed", "Embedding"), ("pos", "PositionalEncoding"),
                        ("encoder", "Encoder"), ("decoder", "Decoder"), ("generator", "Linear")):
-        found = info.modules.get(name, "nothing")
-        assert found.endswith(f".{kind}"), f"Transformer.{name} should be a {kind}, got {found}"
+        assert info.is_a(name, kind), f"Transformer.{name} should be a {kind}, got {info.kind_of(name)}"
     pe = info.buffers.get("pos.pe", {}).get("shape")
     assert pe == [1, MAX_SEQ_LEN, D_MODEL], (
         f"pos.pe has shape {pe}, expected [1, max_seq_len, d_model] = [1, {MAX_SEQ_LEN}, {D_MODEL}]. "
         "Hint: pos = PositionalEncoding(d_model, max_seq_len, dropout)."
     )
     for side in ("encoder", "decoder"):
-        layers = sorted({name.split(".")[2] for name in info.modules if name.startswith(f"{side}.layers.")})
+        layers = sorted({name.split(".")[2] for name in info.parameters if name.startswith(f"{side}.layers.")})
         assert len(layers) == N_LAYERS, f"{side} has {len(layers)} layers for n_layers={N_LAYERS}"
 
 
