@@ -213,7 +213,9 @@ def _shares(maximum: float, weights: list[float]) -> list[float]:
     return [*shares, round(maximum - math.fsum(shares), 4)]
 
 
-_IMPORT_FAILURE = re.compile(r"(importing \w+\.py\b|\w+\.py was not found in the submission)")
+# How the worker's connection words a submission file that is missing, or whose import raised, or
+# crashed or hung the worker ("timed out after 20 s in importing attention.py: ...").
+_IMPORT_FAILURE = re.compile(r"(?:[^:\n]* in )?importing \w+\.py\b|\w+\.py was not found in the submission")
 
 
 def _did_not_import(message: str) -> bool:
