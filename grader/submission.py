@@ -56,7 +56,8 @@ def load(path: Path) -> Submission:
     if zipfile.is_zipfile(path):
         return _found(_from_zip(path), path.name, depth="at any depth")
     if path.suffix.lower() == ".zip":
-        raise SubmissionInputError(f"{path.name} is not a valid zip archive (truncated or corrupt): zip it again")
+        raise SubmissionInputError(f"{path.name} is not a valid zip archive (not a readable zip file: truncated or "
+                                   "corrupt); zip it again")
     raise SubmissionInputError(f"submission {str(path)!r} is neither a folder nor a .zip file")
 
 
