@@ -10,7 +10,6 @@ import math
 import os
 import signal
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
@@ -37,7 +36,7 @@ from .reports import HIDDEN_VISIBILITY, VISIBILITIES, GradeReport, to_exercism, 
 from .sandbox import Limits, WorkerStartError
 from .selection import Selection, UsageError, hidden_installed, kit_root, select
 from .session import GradingSession, resolve_device
-from .submission import SubmissionInputError
+from .submission import Submission, SubmissionInputError
 from .text import clean, tolerant_output
 from .tiers import IsolationRefused
 
@@ -209,7 +208,7 @@ def _check(args: argparse.Namespace, console: Console) -> int:
             write_json(to_exercism(report), args.exercism)
     except OSError as error:
         _die(f"cannot write the report: {error}")
-    render(report, console, verbose=args.verbose, where=session.submission.shown)
+    render(report, console, verbose=args.verbose, files=session.submission)
     if args.fail_under is not None and report.percent < args.fail_under:
         console.print(f"[red]Score {report.percent:.1f}% is under --fail-under {args.fail_under:g}%.[/]")
         return EXIT_FAIL_UNDER
@@ -330,9 +329,7 @@ def _release(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
-def render(report: GradeReport, console: Console, *, verbose: bool = False,
-           where: Callable[[str], str] = "exercises/{}".format) -> None:
-    """The score table, then what to do: each failed test's message, one step for unwritten exercises."""
+def render(report: GradeReport, console: Console, *, verbose: bool = False, files: Submission | None = None) -> None:
     warn = Console(stderr=True, highlight=False, no_color=console.no_color)
     for warning in report.warnings:
         warn.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
@@ -365,7 +362,7 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False,
                 for line in test.message.splitlines():
                     console.print(f"    {escape(line)}", soft_wrap=True)
     if unwritten:
-        console.print(f"[dim]○ {escape(clean(start_here(unwritten, where), newlines=False))}[/]", soft_wrap=True)
+        console.print(f"[dim]○ {escape(clean(start_here(unwritten, files), newlines=False))}[/]", soft_wrap=True)
     console.print(f"[dim]Graded in {report.duration_s:.1f} s, torch {report.torch}, sandbox: {report.sandbox}.[/]")
 
 

@@ -7,9 +7,12 @@ function (a kit test checks that no hint contains a function body of the referen
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .curriculum import BY_ID
+
+if TYPE_CHECKING:
+    from .submission import Submission
 
 HINTS: dict[str, tuple[str, ...]] = {
     "attention": (
@@ -342,10 +345,10 @@ next_token = model.generator(out[:, -1]).argmax(dim=-1, keepdim=True)
 }
 
 
-def start_here(unwritten: list[str], where: Callable[[str], str]) -> str:
+def start_here(unwritten: list[str], submission: Submission | None = None) -> str:
     """The one next step for exercises not written yet (in curriculum order): the file of the first to open."""
-    first = unwritten[0]
-    open_it = f"open {where(BY_ID[first].file)}"
+    first, file = unwritten[0], BY_ID[unwritten[0]].file
+    open_it = f"open {submission.shown(file) if submission else f'exercises/{file}'}"
     if len(unwritten) == 1:
         return f"{first}: not implemented yet — {open_it}"
     return f"{len(unwritten)} exercises not implemented yet: start with {first}: {open_it}, then `grader check {first}`"
