@@ -15,7 +15,6 @@ from types import ModuleType
 from typing import NoReturn
 
 from rich.console import Console
-from rich.markdown import Markdown
 from rich.markup import escape
 from rich.panel import Panel
 from rich.progress import (
@@ -429,6 +428,8 @@ def _hint(args: argparse.Namespace, console: Console) -> int:
         footer = f"This is the last hint for {args.exercise}."
     else:
         footer = f"Run `grader hint {args.exercise}` again for a more concrete hint ({count - level} more)."
+    from rich.markdown import Markdown  # here: it costs 50 ms, and only `grader hint` renders Markdown
+
     console.print(Panel(Markdown(hints[level - 1], code_theme="monokai"),
                         title=f"[bold]{args.exercise}[/] · hint {level} of {count}", title_align="left",
                         subtitle=footer, subtitle_align="left", padding=(1, 1)))

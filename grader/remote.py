@@ -104,9 +104,10 @@ class Connection:
         self._release_pending = False
         return process
 
-    def close(self) -> None:
+    def close(self, *, wait: bool = True) -> None:
+        """Kill the worker; without `wait` only ask the zygote to (the caller kills the whole sandbox next)."""
         if self.process is not None:
-            self.process.kill()
+            self.process.kill(wait=wait)
             self.process = None
 
     def output_marks(self) -> tuple[int, int]:

@@ -700,11 +700,15 @@ class WorkerProcess:
             return f"the worker crashed with {name} ({hints.get(name, 'a signal')})"
         return f"the worker exited with code {status.get('exit')}"
 
-    def kill(self) -> None:
-        """Kill this worker and everything it started (the zygote knows them all)."""
+    def kill(self, *, wait: bool = True) -> None:
+        """Kill this worker and everything it started (the zygote knows them all); without `wait`, only ask."""
         if self._to_worker < 0:
             return
-        self._client.call({"op": "kill"})
+        if wait:
+            self._client.call({"op": "kill"})
+        else:
+            with contextlib.suppress(OSError):
+                self._client._send({"op": "kill"}, [])
         for fd in (self._to_worker, self._from_worker):
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -171,5 +171,8 @@ class GradingSession:
         return Submission(self.connection)
 
     def close(self) -> None:
-        self.connection.close()
+        # A bubblewrap sandbox of this session's own dies whole with its PID namespace in workers.close(): no need
+        # to wait for its worker first (0.4 s of a `grader check`). Elsewhere the zygote kills the worker's tree first.
+        zygote = self.workers.zygote
+        self.connection.close(wait=not (zygote in self.workers.owned and zygote.tier == "bubblewrap"))
         self.workers.close()
