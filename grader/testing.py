@@ -317,6 +317,22 @@ def _to_double(value: Any) -> Any:
 # --- dropout, judged by what it does -----------------------------------------------------------
 
 
+def uniform_causal(T: int) -> torch.Tensor:
+    """(T, T) attention weights of equal scores under a causal mask: 1 / (t + 1) on positions 0..t of row t."""
+    weights = torch.ones(T, T).tril()
+    return weights / weights.sum(dim=-1, keepdim=True)
+
+
+def explained_by_weight_dropout(run: Callable[[], Any], values: torch.Tensor, weights: torch.Tensor,
+                                **how: Any) -> bool:
+    """Whether `run()` (a train-mode call) gives an output that dropout on `weights` explains (see below)."""
+    try:
+        out = run()
+    except AssertionError:
+        return False
+    return unexplained_by_weight_dropout(out, values, weights, **how) is None
+
+
 def unexplained_by_weight_dropout(
     out: torch.Tensor,
     values: torch.Tensor,

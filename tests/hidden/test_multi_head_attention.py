@@ -18,12 +18,13 @@ from grader.testing import (
     backward,
     describe,
     expect_tensor,
+    explained_by_weight_dropout,
     float64,
     golden,
     load_parameters,
     random_keep_mask,
     tolerance,
-    unexplained_by_weight_dropout,
+    uniform_causal,
 )
 
 DIM, N_HEADS, MAX_SEQ_LEN = 16, 4, 16
@@ -316,13 +317,8 @@ def drops_the_weights_and_the_output_in_training(impl, device):
                     allow=("mask",))
     m.to(device).train()
     x = torch.randn(96, 4, DIM, device=device)
-    uniform = torch.ones(4, 4).tril()
-    uniform = uniform / uniform.sum(dim=-1, keepdim=True)
-    try:
-        out = attend(m, x, x, x)
-    except AssertionError:
-        return False
-    return unexplained_by_weight_dropout(out, x, uniform, p=0.25, groups=N_HEADS, output_dropout=True) is None
+    return explained_by_weight_dropout(lambda: attend(m, x, x, x), x, uniform_causal(4), p=0.25, groups=N_HEADS,
+                                       output_dropout=True)
 
 
 @pytest.mark.points(2)
