@@ -10,11 +10,10 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 import torch
 
-from grader.sandbox import bwrap_problem
+from grader.sandbox import bwrap_problem, kill_tree
 from grader.session import GradingSession
 
 REPO = Path(__file__).resolve().parents[2]
@@ -139,9 +138,8 @@ def test_batch_retries_a_broken_sandbox_then_reports_a_grader_failure_that_a_rer
 def test_a_worker_whose_sandbox_died_before_it_started_is_retried_in_a_fresh_sandbox():
     session = GradingSession.open(REPO / "solutions", device="cpu")
     try:
-        sandbox = psutil.Process(session.workers.zygote.process.pid)
-        for process in [sandbox, *sandbox.children(recursive=True)]:
-            process.kill()
+        # kill_tree, not one pass over the children: a process bwrap forks while we list them would escape.
+        assert kill_tree(session.workers.zygote.process.pid), "the sandbox could not be killed"
         q = torch.randn(2, 3, 4)
         output, _ = session.impl().attention.attention(q, q, q)
         assert output.shape == (2, 3, 4)
