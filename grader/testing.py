@@ -182,19 +182,23 @@ class ModuleInfo:
     type: str
     parameters: dict[str, dict[str, Any]]
     buffers: dict[str, dict[str, Any]]
-    modules: dict[str, str]
+    classes: dict[str, list[str]]  # each submodule (aliases too): its class, then the classes it derives from
     training: bool
-    bases: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def modules(self) -> dict[str, str]:
+        """Each submodule's own class."""
+        return {name: self.kind_of(name) for name in self.classes}
 
     def is_a(self, name: str, kind: str) -> bool:
         """Whether submodule `name` is an instance of a class named `kind` ("Dropout", "Embedding"): its own
         class or any class it derives from, so a `TokenEmbedding(nn.Embedding)` is an Embedding."""
-        classes = self.bases.get(name) or ([self.modules[name]] if name in self.modules else [])
-        return any(c.endswith("." + kind) for c in classes)
+        return any(c.endswith("." + kind) for c in self.classes.get(name, ()))
 
     def kind_of(self, name: str) -> str:
         """What to call submodule `name` in a message: its class, or "nothing"."""
-        return self.modules.get(name, "nothing")
+        classes = self.classes.get(name)
+        return str(classes[0]) if classes else "nothing"
 
 
 def describe(module: Any) -> ModuleInfo:
@@ -204,8 +208,7 @@ def describe(module: Any) -> ModuleInfo:
         info = module._connection.request({"op": "describe", "target": module._handle}, {}, what=f"{module._name}")
         if not info.get("is_module"):
             raise AssertionError(f"{module._name} should be a torch.nn.Module, got {info.get('type')}")
-        return ModuleInfo(info["type"], info["parameters"], info["buffers"], info["modules"], info["training"],
-                          dict(info.get("module_bases") or {}))
+        return ModuleInfo(info["type"], info["parameters"], info["buffers"], info["modules"], info["training"])
     persistent = set(module.state_dict(keep_vars=True))
     return ModuleInfo(
         f"{type(module).__module__}.{type(module).__qualname__}",
@@ -213,11 +216,9 @@ def describe(module: Any) -> ModuleInfo:
          for n, p in module.named_parameters()},
         {n: {"shape": list(b.shape), "dtype": str(b.dtype).removeprefix("torch."), "persistent": n in persistent}
          for n, b in module.named_buffers()},
-        {n: f"{type(m).__module__}.{type(m).__qualname__}"
-         for n, m in module.named_modules(remove_duplicate=False) if n},
-        module.training,
         {n: [f"{c.__module__}.{c.__qualname__}" for c in type(m).__mro__]
          for n, m in module.named_modules(remove_duplicate=False) if n},
+        module.training,
     )
 
 

@@ -120,14 +120,10 @@ class Worker:
                 name: _tensor_info(self.protocol, b) | {"persistent": name in persistent}
                 for name, b in target.named_buffers()
             },
-            # Aliases too (`self.attn_dropout = self.attention.dropout`), and each module's classes up its MRO,
+            # Aliases too (`self.attn_dropout = self.attention.dropout`), each with its classes up the MRO,
             # so that a subclass of nn.Embedding is seen as an Embedding.
-            "modules": {name: _type_name(m) for name, m in target.named_modules(remove_duplicate=False) if name},
-            "module_bases": {
-                name: [_type_name(cls) for cls in type(m).__mro__]
-                for name, m in target.named_modules(remove_duplicate=False)
-                if name
-            },
+            "modules": {name: [_type_name(cls) for cls in type(m).__mro__]
+                        for name, m in target.named_modules(remove_duplicate=False) if name},
         }
 
     def op_release(self, request: dict[str, Any], decoder: Any) -> Any:

@@ -110,7 +110,7 @@ def test_self_attention_is_causal_and_cross_attention_is_not(impl):
     info = describe(impl.decoder.DecoderLayer(D_MODEL, N_HEADS, D_FF, 0.0, 10))
     for name in ("self_attn", "cross_attn"):
         assert info.is_a(name, "MultiHeadAttention"), (
-            f"DecoderLayer.{name} should be your MultiHeadAttention, got {info.modules.get(name, 'nothing')}"
+            f"DecoderLayer.{name} should be your MultiHeadAttention, got {info.kind_of(name)}"
         )
     assert "self_attn.mask" in info.buffers, (
         "DecoderLayer.self_attn has no causal mask buffer: in training the whole target is fed in at once, and "

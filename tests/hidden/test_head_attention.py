@@ -56,7 +56,7 @@ def test_layers_are_key_query_value_without_bias(impl, device):
     info = describe(impl.head_attention.HeadAttention(N_EMBD, HEAD_SIZE, BLOCK_SIZE))
     for name in ("key", "query", "value"):
         assert info.is_a(name, "Linear"), (
-            f"HeadAttention.{name} should be an nn.Linear, got {info.modules.get(name, 'nothing')}"
+            f"HeadAttention.{name} should be an nn.Linear, got {info.kind_of(name)}"
         )
     got = {name: p["shape"] for name, p in info.parameters.items() if name != "tril"}
     expected = {f"{name}.weight": [HEAD_SIZE, N_EMBD] for name in ("key", "query", "value")}

@@ -76,7 +76,7 @@ def test_layers_have_the_contract_names_and_shapes(impl):
     )
     for name in ("attn_dropout", "resid_dropout"):
         assert info.is_a(name, "Dropout"), (
-            f"MultiHeadAttention.{name} should be an nn.Dropout, got {info.modules.get(name, 'nothing')}"
+            f"MultiHeadAttention.{name} should be an nn.Dropout, got {info.kind_of(name)}"
         )
     assert (m.n_heads, m.head_dim) == (3, 8), f"n_heads, head_dim are {m.n_heads}, {m.head_dim}; expected 3, 8"
 

@@ -81,10 +81,10 @@ def test_feed_forward_has_the_contract_layers(impl):
     )
     for name in ("w1", "w2"):
         assert info.is_a(name, "Linear"), (
-            f"FeedForward.{name} should be an nn.Linear, got {info.modules.get(name, 'nothing')}"
+            f"FeedForward.{name} should be an nn.Linear, got {info.kind_of(name)}"
         )
     assert info.is_a("dropout", "Dropout"), (
-        f"FeedForward.dropout should be an nn.Dropout, got {info.modules.get('dropout', 'nothing')}"
+        f"FeedForward.dropout should be an nn.Dropout, got {info.kind_of('dropout')}"
     )
 
 
@@ -124,7 +124,7 @@ def test_residual_connection_has_the_contract_norm(impl):
     )
     for name, kind in (("norm", ".LayerNorm"), ("dropout", ".Dropout")):
         assert info.is_a(name, kind.lstrip(".")), (
-            f"ResidualConnection.{name} should be an nn{kind}, got {info.modules.get(name, 'nothing')}"
+            f"ResidualConnection.{name} should be an nn{kind}, got {info.kind_of(name)}"
         )
 
 

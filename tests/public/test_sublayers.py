@@ -50,7 +50,7 @@ def test_feed_forward_has_w1_and_w2_with_biases(impl):
         "Hint: w1 = nn.Linear(d_model, d_ff) widens, w2 = nn.Linear(d_ff, d_model) narrows back; both keep their bias."
     )
     assert info.is_a("dropout", "Dropout"), (
-        f"FeedForward.dropout should be an nn.Dropout, got {info.modules.get('dropout', 'nothing')}"
+        f"FeedForward.dropout should be an nn.Dropout, got {info.kind_of('dropout')}"
     )
 
 
@@ -66,7 +66,7 @@ def test_residual_connection_has_a_layer_norm_named_norm(impl):
     )
     for name, kind in (("norm", ".LayerNorm"), ("dropout", ".Dropout")):
         assert info.is_a(name, kind.lstrip(".")), (
-            f"ResidualConnection.{name} should be an nn{kind}, got {info.modules.get(name, 'nothing')}"
+            f"ResidualConnection.{name} should be an nn{kind}, got {info.kind_of(name)}"
         )
 
 
