@@ -325,11 +325,12 @@ def test_capstone_trained_model_copies_fresh_sequences(impl, ref, device):
     seed, table, src = draw_task()
     want = table[src]
     impl.torch.manual_seed(TRAIN_SEED)
+    src_on = src.to(device)
     m = impl.transformer.Transformer(COPY["vocab"], COPY["vocab"], **SIZES).to(device)
     result = impl.capstone.train_copy(m, table=table, **COPY, seed=TRAIN_SEED)
     losses = [float(loss) for loss in result["losses"]]  # the worker's account: used in messages, never for points
     m.eval()
-    decoded = greedy_copy(m, src.to(device)).cpu()  # the loop runs here; each step asks the worker for logits
+    decoded = greedy_copy(m, src_on).cpu()  # the loop runs here; each step asks the worker for logits
     exact = (decoded == want).all(dim=1)
     accuracy = exact.float().mean().item()
     task = f"(task {seed})"
@@ -359,15 +360,15 @@ def test_capstone_trained_model_copies_fresh_sequences(impl, ref, device):
     # The model that answered must be the Transformer its weights make: its teacher-forced logits are those of the
     # kit's reference holding the weights it reports, and those weights decode as well there.
     r = trained_reference(ref, m, device)
-    tgt_in = shifted(want)  # what train_copy feeds the decoder
-    expected = golden(r, src.to(device), tgt_in.to(device))
-    atol = tolerance(r(src.to(device), tgt_in.to(device)), expected)
-    before = call(m, "forward", src.to(device), tgt_in.to(device))
+    tgt_in = shifted(want).to(device)  # what train_copy feeds the decoder
+    expected = golden(r, src_on, tgt_in)
+    atol = tolerance(r(src_on, tgt_in), expected)
+    before = call(m, "forward", src_on, tgt_in)
     assert_close(before, expected.float(), atol=atol, name="your trained Transformer's logits on the fresh sequences",
                  hint="they must be what the kit's reference Transformer computes with the weights your model's "
                       "state_dict() returns: encode, decode, generator and forward must use the module's own "
                       "parameters, and forward must be generator(decode(encode(src), tgt)).")
-    by_reference = greedy_copy(r, src.to(device)).cpu()
+    by_reference = greedy_copy(r, src_on).cpu()
     agree = (by_reference == want).all(dim=1).float().mean().item()
     assert agree >= THRESHOLD, (
         f"your Transformer decodes {accuracy:.0%} of fresh sequences right, but the weights it reports it learned, "
@@ -379,7 +380,7 @@ def test_capstone_trained_model_copies_fresh_sequences(impl, ref, device):
     peek = tgt_in.clone()
     data = COPY["vocab"] - FIRST_DATA_TOKEN
     peek[:, 3:] = (peek[:, 3:] - FIRST_DATA_TOKEN + 1) % data + FIRST_DATA_TOKEN  # other tokens after position 2
-    after = call(m, "forward", src.to(device), peek.to(device)).cpu()
+    after = call(m, "forward", src_on, peek).cpu()
     assert torch.allclose(before.cpu()[:, :3], after[:, :3], atol=1e-4), (
         f"your trained Transformer decodes {accuracy:.0%} of fresh sequences right, but its predictions at positions "
         "0-2 change when only the target tokens after position 2 change: in training it could read the answer from the "
