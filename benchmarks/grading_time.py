@@ -68,7 +68,7 @@ def capstone_times(seeds: range, variants: list[str]) -> None:
         return
     import torch
 
-    from grader import capstone
+    from grader.inside.shared import capstone
 
     torch.set_num_threads(1)
     spec = importlib.util.spec_from_file_location("capstone_settings", path)

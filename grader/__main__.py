@@ -1,3 +1,3 @@
-from .cli import run
+from grader.cli import run
 
 run()

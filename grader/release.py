@@ -15,7 +15,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .selection import kit_root
+from grader.grade.selection import kit_root
 
 
 class ReleaseError(ValueError):

@@ -1,3 +1,3 @@
 """Graded suites (tests/public, tests/hidden) get their fixtures from the grader's pytest plugin."""
 
-pytest_plugins = ["grader.plugin"]
+pytest_plugins = ["grader.judge.plugin"]

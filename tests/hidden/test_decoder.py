@@ -9,8 +9,8 @@ how far the float32 reference lands from it on the same inputs.
 import pytest
 import torch
 
-from grader.remote import SubmissionFailure
 from grader.testing import (
+    SubmissionFailure,
     assert_close,
     backward,
     describe,

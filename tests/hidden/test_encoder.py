@@ -9,8 +9,17 @@ it on the same inputs.
 import pytest
 import torch
 
-from grader.remote import SubmissionFailure
-from grader.testing import assert_close, backward, describe, expect_tensor, float64, golden, load_parameters, tolerance
+from grader.testing import (
+    SubmissionFailure,
+    assert_close,
+    backward,
+    describe,
+    expect_tensor,
+    float64,
+    golden,
+    load_parameters,
+    tolerance,
+)
 
 D_MODEL, N_HEADS, D_FF = 16, 4, 32
 LAYER = ("in EncoderLayer, x = self.residual1(x, lambda y: self.self_attn(y, y, y, mask)), then "

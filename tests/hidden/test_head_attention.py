@@ -10,8 +10,8 @@ import copy
 import pytest
 import torch
 
-from grader.remote import SubmissionFailure
 from grader.testing import (
+    SubmissionFailure,
     assert_close,
     backward,
     describe,

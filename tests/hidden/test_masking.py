@@ -12,9 +12,17 @@ import contextlib
 import pytest
 import torch
 
-from grader.loops import python_loops
-from grader.remote import NotImplementedYet, SubmissionFailure
-from grader.testing import assert_close, count_ops, expect_tensor, fresh_worker, golden, tolerance
+from grader.judge.loops import python_loops
+from grader.testing import (
+    NotImplementedYet,
+    SubmissionFailure,
+    assert_close,
+    count_ops,
+    expect_tensor,
+    fresh_worker,
+    golden,
+    tolerance,
+)
 
 AVERAGE_SHAPES = {"B1 T1 C1": (1, 1, 1), "B2 T5 C3": (2, 5, 3), "B3 T17 C4": (3, 17, 4), "B2 T64 C6": (2, 64, 6)}
 LEADING = {"no leading dims": (), "batch": (3,), "batch and heads": (2, 3), "three leading dims": (2, 1, 3)}
@@ -58,7 +66,7 @@ def test_causal_average_float64_in_float64_out(impl, ref, device, seed):
 
 @pytest.mark.points(4)
 def test_causal_average_is_vectorised(impl, ref, device, seed, grading):
-    fresh_worker(impl)  # one that has imported masking.py (and what it imports) only: what grader.loops reads
+    fresh_worker(impl)  # one that has imported masking.py (and what it imports) only: what grader.judge.loops reads
     short, long = torch.randn(2, 8, 4, device=device), torch.randn(2, 64, 4, device=device)
     at_8, at_64 = count_ops(impl.masking.causal_average, short), count_ops(impl.masking.causal_average, long)
     expected = loop_definition(long.double())

@@ -12,8 +12,8 @@ import math
 import pytest
 import torch
 
-from grader.remote import SubmissionFailure
 from grader.testing import (
+    SubmissionFailure,
     assert_close,
     backward,
     describe,

@@ -13,8 +13,7 @@ import math
 import pytest
 import torch
 
-from grader.remote import NotImplementedYet, SubmissionFailure
-from grader.testing import EPS32, assert_close, describe, expect_tensor
+from grader.testing import EPS32, NotImplementedYet, SubmissionFailure, assert_close, describe, expect_tensor
 
 SIZES = {"d16 max_len 50": (16, 50), "d64 default max_len 5000": (64, None), "d6 max_len 7": (6, 7)}
 DEFAULT_MAX_LEN = 5000

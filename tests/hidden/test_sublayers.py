@@ -12,8 +12,16 @@ import copy
 import pytest
 import torch
 
-from grader.remote import SubmissionFailure
-from grader.testing import assert_close, backward, describe, expect_tensor, golden, load_parameters, tolerance
+from grader.testing import (
+    SubmissionFailure,
+    assert_close,
+    backward,
+    describe,
+    expect_tensor,
+    golden,
+    load_parameters,
+    tolerance,
+)
 
 D_MODEL, D_FF = 16, 32
 PRE_NORM = "return x + self.dropout(sublayer(self.norm(x))): normalise, apply the sublayer, drop, add x"

@@ -12,9 +12,22 @@ import random
 import pytest
 import torch
 
-from grader.capstone import FIRST_DATA_TOKEN, copy_batch, derangement, greedy_copy, shifted
-from grader.remote import SubmissionFailure
-from grader.testing import assert_close, backward, describe, expect_tensor, float64, golden, load_parameters, tolerance
+from grader.testing import (
+    FIRST_DATA_TOKEN,
+    SubmissionFailure,
+    assert_close,
+    backward,
+    copy_batch,
+    derangement,
+    describe,
+    expect_tensor,
+    float64,
+    golden,
+    greedy_copy,
+    load_parameters,
+    shifted,
+    tolerance,
+)
 
 SRC_VOCAB, TGT_VOCAB, D_MODEL, N_HEADS, N_LAYERS, D_FF, MAX_SEQ_LEN = 11, 13, 32, 4, 2, 64, 24
 

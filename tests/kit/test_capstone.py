@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from grader.capstone import FIRST_DATA_TOKEN, START, derangement, greedy_copy, shifted, train_copy
+from grader.inside.shared.capstone import FIRST_DATA_TOKEN, START, derangement, greedy_copy, shifted, train_copy
 
 IDENTITY = torch.arange(10)
 SETTINGS = {"vocab": 10, "length": 6, "steps": 800, "batch": 32, "lr": 0.1, "seed": 0}

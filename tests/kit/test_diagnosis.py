@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from grader import diagnosis
+from grader.judge import diagnosis
 
 SUBMISSIONS = Path(__file__).resolve().parent / "submissions"
 MISTAKES = Path(__file__).resolve().parents[2] / "solutions" / "mistakes"

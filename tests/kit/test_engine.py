@@ -18,15 +18,16 @@ import psutil
 import pytest
 import torch
 
-from grader import protocol, tiers
-from grader.plugin import feedback
-from grader.remote import NotImplementedYet, SubmissionFailure, WorkerCrash
-from grader.reports import GradeReport, to_exercism, to_gradescope, write_json
-from grader.sandbox import Limits, Zygote, bwrap_problem
-from grader.scoring import score
-from grader.selection import UsageError, select
-from grader.session import GradingSession
-from grader.submission import SubmissionInputError, load
+from grader.grade.reports import GradeReport, to_exercism, to_gradescope, write_json
+from grader.grade.scoring import score
+from grader.grade.selection import UsageError, select
+from grader.host import tiers
+from grader.host.remote import NotImplementedYet, SubmissionFailure, WorkerCrash
+from grader.host.sandbox import Limits, Sandbox, bwrap_problem
+from grader.host.session import GradingSession
+from grader.inside.shared import protocol
+from grader.intake.submission import SubmissionInputError, load
+from grader.judge.plugin import feedback
 from grader.testing import backward, float64, golden
 
 REPO = Path(__file__).resolve().parents[2]
@@ -371,7 +372,7 @@ def _survivors(marker: str) -> list[int]:
     return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, marker)]
 
 
-def _session_on(zygote: Zygote, folder: Path) -> GradingSession:
+def _session_on(zygote: Sandbox, folder: Path) -> GradingSession:
     loaded = load(folder)
     return GradingSession.around(folder, loaded, zygote, zygote.connect(loaded), device="cpu")
 
@@ -387,7 +388,7 @@ def test_what_a_submission_leaves_running_dies_before_the_next_one_is_staged(tmp
             raise ValueError("no attention here")
     '''))
     # Unconfined workers, so that the leftover can start at all: the clean-up must hold even then.
-    zygote = Zygote(device="cpu", limits=Limits(), tier=tiers.choose().tier, confine=False)
+    zygote = Sandbox(device="cpu", limits=Limits(), tier=tiers.choose().tier, confine=False)
     try:
         first = _session_on(zygote, tmp_path)
         with pytest.raises(SubmissionFailure, match="no attention here"):

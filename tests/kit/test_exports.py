@@ -27,11 +27,11 @@ from typing import Any
 import pytest
 import torch
 
-from grader import batch
-from grader.batch import Entry, Result, write_grades_csv
-from grader.reports import GradeReport, to_exercism, to_gradescope
-from grader.scoring import score
-from grader.selection import select
+from grader.batch import schedule as batch
+from grader.batch.schedule import Entry, Result, write_grades_csv
+from grader.grade.reports import GradeReport, to_exercism, to_gradescope
+from grader.grade.scoring import score
+from grader.grade.selection import select
 
 REPO = Path(__file__).resolve().parents[2]
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")

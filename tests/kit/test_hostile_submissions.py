@@ -83,7 +83,7 @@ class HostileRun:
 
 
 def _tier_problem(tier: str) -> str | None:
-    from grader.sandbox import bwrap_problem
+    from grader.host.sandbox import bwrap_problem
 
     if tier == "bubblewrap":
         return bwrap_problem()
@@ -91,7 +91,7 @@ def _tier_problem(tier: str) -> str | None:
         return f"the {tier} tier is tested as root (Gradescope, Docker CI): run the kit's tests as root"
     if tier == "none" and shutil.which("setpriv") is None:
         return "setpriv (util-linux) is not installed"
-    from grader import tiers
+    from grader.host import tiers
 
     if tier == "user" and not tiers.landlock_abi() and REPO.stat().st_mode & 0o005:
         # Correctly refused then (see the test below): the user tier needs Landlock or a hidden kit.

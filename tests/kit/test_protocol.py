@@ -14,10 +14,10 @@ import pytest
 import torch
 from safetensors.torch import save as save_tensors
 
-from grader import protocol
-from grader.remote import WorkerCrash
-from grader.sandbox import Limits
-from grader.session import GradingSession
+from grader.host.remote import WorkerCrash
+from grader.host.sandbox import Limits
+from grader.host.session import GradingSession
+from grader.inside.shared import protocol
 
 
 def frame(body: bytes, blob: bytes = b"", magic: bytes = protocol.MAGIC, *, json_len: int | None = None) -> bytes:

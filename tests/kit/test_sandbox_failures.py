@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.sandbox import bwrap_problem, kill_tree
-from grader.session import GradingSession
+from grader.host.sandbox import bwrap_problem, kill_tree
+from grader.host.session import GradingSession
 
 REPO = Path(__file__).resolve().parents[2]
 

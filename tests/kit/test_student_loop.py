@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.hints import HINTS
+from grader.student.hints import HINTS
 
 REPO = Path(__file__).resolve().parents[2]
 EXERCISE_IDS = ("attention", "masking", "head_attention", "multi_head_attention", "positional_encoding",

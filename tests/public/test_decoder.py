@@ -9,8 +9,7 @@ of the kept memory positions to itself.
 import pytest
 import torch
 
-from grader.remote import SubmissionFailure
-from grader.testing import assert_close, describe, expect_tensor, load_parameters
+from grader.testing import SubmissionFailure, assert_close, describe, expect_tensor, load_parameters
 
 D_MODEL, N_HEADS, D_FF, MAX_SEQ_LEN = 16, 4, 32, 12
 T_TGT, T_SRC = 8, 6

@@ -9,8 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.remote import SubmissionFailure
-from grader.testing import assert_close, describe, expect_tensor, load_parameters, tolerance
+from grader.testing import SubmissionFailure, assert_close, describe, expect_tensor, load_parameters, tolerance
 
 D_MODEL, N_HEADS, D_FF = 16, 4, 32
 LAYER = ("x = self.residual1(x, lambda y: self.self_attn(y, y, y, mask)); "

@@ -7,8 +7,8 @@ are properties every causal head has, or answers worked out by hand from weights
 import pytest
 import torch
 
-from grader.remote import SubmissionFailure
 from grader.testing import (
+    SubmissionFailure,
     assert_close,
     describe,
     expect_tensor,

@@ -8,8 +8,8 @@ set to 0 and I.
 import pytest
 import torch
 
-from grader.remote import SubmissionFailure
 from grader.testing import (
+    SubmissionFailure,
     assert_close,
     describe,
     expect_tensor,

@@ -9,8 +9,7 @@ import math
 import pytest
 import torch
 
-from grader.remote import NotImplementedYet, SubmissionFailure
-from grader.testing import assert_close, describe, expect_tensor
+from grader.testing import NotImplementedYet, SubmissionFailure, assert_close, describe, expect_tensor
 
 
 def by_hand(position: int, d_model: int) -> list[float]:

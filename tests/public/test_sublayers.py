@@ -10,8 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.remote import SubmissionFailure
-from grader.testing import assert_close, describe, expect_tensor, load_parameters, tolerance
+from grader.testing import SubmissionFailure, assert_close, describe, expect_tensor, load_parameters, tolerance
 
 D_MODEL, D_FF = 16, 32
 PRE_NORM = "a ResidualConnection returns x + self.dropout(sublayer(self.norm(x))): normalise, apply, drop, add x"

@@ -27,8 +27,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import processes
-from .processes import SANDBOX_UID
+from grader.inside.shared import libseccomp, processes
+from grader.inside.shared.processes import SANDBOX_UID
 
 TIERS = ("bubblewrap", "user", "none")
 
@@ -65,7 +65,7 @@ def requested() -> str:
 @functools.cache
 def choose() -> Choice:
     """The strongest tier that works here, or that GRADER_SANDBOX leaves (a misspelt one is a usage error)."""
-    from .sandbox import bwrap_problem
+    from grader.host.sandbox import bwrap_problem
 
     wanted = requested()
     skipped = f"GRADER_SANDBOX={wanted} is set"
@@ -83,7 +83,7 @@ def choose() -> Choice:
 
 def exposure(suite: str) -> str:
     """What an unisolated submission could read in this run ("" when nothing): refused at the `none` tier."""
-    from .selection import hidden_installed, kit_root
+    from grader.grade.selection import hidden_installed, kit_root
 
     exposed = []
     if suite in ("hidden", "all") and hidden_installed():
@@ -150,7 +150,7 @@ def protect(path: Path) -> None:
 
 
 def secrets() -> list[str]:
-    from .selection import kit_root
+    from grader.grade.selection import kit_root
 
     return list(dict.fromkeys(str(p) for p in [kit_root().resolve(), *_secrets]))
 
@@ -158,17 +158,15 @@ def secrets() -> list[str]:
 @functools.cache
 def user_problem() -> str | None:
     """None when the `user` tier holds here, else why not."""
-    from . import confine
-
     if not sys.platform.startswith("linux"):
         return "it needs Linux"
     if os.geteuid() != 0:
         return "the grader is not root, so it cannot run submissions as a user of their own"
-    problem = confine.available()
+    problem = libseccomp.available()
     if problem is not None:
         return f"workers cannot be kept off the network: {problem}"
     # As uid 65534: Python must be reachable, and (without Landlock) no secret may be.
-    from .sandbox import _python_paths, stage_parent
+    from grader.host.sandbox import _python_paths, stage_parent
 
     reach = [sys.executable, *_python_paths(), stage_parent()]
     # An installed copy of the kit in site-packages counts too (Landlock hides it; bubblewrap covers it).

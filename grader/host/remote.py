@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from . import protocol
-from .sandbox import Limits, WorkerGone, WorkerProcess, WorkerStartError, WorkerTimeout
+from grader.host.sandbox import Limits, WorkerGone, WorkerProcess, WorkerStartError, WorkerTimeout
+from grader.inside.shared import TEST_MODULES, protocol
 
 MAX_STRIKES = 2  # after this many crashes or timeouts in one function, stop calling it
 
@@ -216,7 +216,7 @@ class Connection:
     # --- what tests use ------------------------------------------------------------------------
 
     def import_module(self, name: str) -> Remote:
-        what = f"importing {name}" if name in ("torch", "probes", "capstone") else f"importing {name}.py"
+        what = f"importing {name}" if name == "torch" or name in TEST_MODULES else f"importing {name}.py"
         if name in self._broken_imports:
             raise SubmissionFailure(self._broken_imports[name])
         if f"{name}.py" in self.missing_files:
@@ -302,7 +302,7 @@ class Remote:
         return f"<{self._name} in the sandboxed submission>"
 
 
-class Submission:
+class RemoteSubmission:
     """The `impl` fixture: `impl.attention` is the submission's attention.py, imported in the worker."""
 
     def __init__(self, connection: Connection) -> None:

@@ -18,10 +18,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from . import state
-from .curriculum import BY_ID, EXERCISES
-from .submission import exercise_folder
-from .text import clean
+import grader
+from grader.curriculum import BY_ID, EXERCISES
+from grader.intake.submission import exercise_folder
+from grader.student import state
+from grader.text import clean
 
 POLL_S = 0.5
 SETTLE_S = 0.3  # an editor may write a file in several steps: wait until it holds still
@@ -84,7 +85,7 @@ def next_exercise(submission: Path, *, saved: list[str]) -> str:
 def run_check(arguments: list[str]) -> int:
     """`python -m grader ARGUMENTS` with our stdout; its stderr is shown after it, unless interrupted."""
     # The child must run this very grader, whichever folder the student started us from.
-    package_root = str(Path(__file__).resolve().parent.parent)
+    package_root = str(Path(grader.__file__).resolve().parent.parent)
     path = os.environ.get("PYTHONPATH")
     env = {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
     with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as errors:

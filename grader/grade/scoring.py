@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .curriculum import BY_ID, exercise_of_test_file, prerequisites
+from grader.curriculum import BY_ID, exercise_of_test_file, prerequisites
 
 OUTCOMES = ("passed", "failed", "error", "skipped")
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .curriculum import BY_ID
-from .reports import GradeReport, write_json
+from grader.curriculum import BY_ID
+from grader.grade.reports import GradeReport, write_json
 
 STATE_DIR = Path(".grader")
 HINTS_FILE = "hints.json"

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .scoring import ExerciseResult, TestResult
-from .text import clean
+from grader.grade.scoring import ExerciseResult, TestResult
+from grader.text import clean
 
 SCHEMA = "grader-report/1"
 
@@ -148,7 +148,7 @@ def to_exercism(report: GradeReport) -> dict[str, Any]:
     A test skipped by --quick counts as 0 and is listed as failed, so a quick run is never a `pass`;
     `error` (no test could run: every one needs a file that does not import) carries a top-level message.
     """
-    from .curriculum import EXERCISES
+    from grader.curriculum import EXERCISES
 
     task = {exercise.id: number for number, exercise in enumerate(EXERCISES, start=1)}
     tests = [
@@ -207,7 +207,7 @@ def _test_code(name: str) -> str:
 @functools.cache
 def _function_bodies(relative: str) -> dict[str, str]:
     """The body of each test function in `tests/<relative>`, dedented; empty where the file cannot be read."""
-    from .selection import kit_root
+    from grader.grade.selection import kit_root
 
     try:
         source = (kit_root() / "tests" / relative).read_text(encoding="utf-8")

@@ -22,8 +22,10 @@ import importlib.util
 import json
 import os
 import socket
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
+
+from .shared import libseccomp
+from .shared.libseccomp import Unavailable
 
 CLONE_THREAD = 0x00010000
 F_SETOWN, F_SETOWN_EX = 8, 15  # fcntl: who gets SIGIO (or any signal, with F_SETSIG) when a file is ready
@@ -50,50 +52,9 @@ DENIED = (
 )
 
 
-class Unavailable(RuntimeError):
-    """This machine has no seccomp (not Linux, or libseccomp missing): workers cannot be confined."""
-
-
-def _seccomp() -> Any:
-    try:
-        with _known_libraries():
-            import pyseccomp
-    except (ImportError, OSError, RuntimeError) as error:  # pyseccomp raises when libseccomp.so is absent
-        raise Unavailable(f"libseccomp is not usable here ({error})") from None
-    return pyseccomp
-
-
-@contextlib.contextmanager
-def _known_libraries() -> Iterator[None]:
-    """pyseccomp finds libc and libseccomp with ctypes.util.find_library, which runs `ldconfig -p` each
-    time (30 ms of every sandbox's start); where the usual sonames load, they are the answer."""
-    import ctypes.util
-
-    find = ctypes.util.find_library
-    known = {}
-    for name, soname in (("c", "libc.so.6"), ("seccomp", "libseccomp.so.2")):
-        with contextlib.suppress(OSError):
-            ctypes.CDLL(soname)
-            known[name] = soname
-    ctypes.util.find_library = lambda name: known.get(name) or find(name)
-    try:
-        yield
-    finally:
-        ctypes.util.find_library = find
-
-
-def available() -> str | None:
-    """None when workers can be confined here, else why not."""
-    try:
-        _seccomp()
-    except Unavailable as error:
-        return str(error)
-    return None
-
-
 def confine_worker() -> None:
     """Load the worker's seccomp filter into this (single-threaded, freshly forked) process."""
-    seccomp = _seccomp()
+    seccomp = libseccomp.load()
     me = os.getpid()
     deny = seccomp.ERRNO(errno.EPERM)
     rules = seccomp.SyscallFilter(seccomp.ALLOW)

@@ -15,6 +15,8 @@ import traceback
 import types
 from typing import Any
 
+from .shared import TEST_MODULES
+
 MAX_TRACEBACK_CHARS = 4000
 
 
@@ -24,7 +26,7 @@ def serve(fd_in: int, fd_out: int, *, limits: dict[str, int], threads: int) -> N
     import torch
 
     torch.set_num_threads(threads)
-    from . import protocol
+    from .shared import protocol
 
     worker = Worker(protocol, torch)
     protocol.write_message(fd_out, {"id": 0, "ok": True, "value": worker.hello()}, {})
@@ -56,7 +58,7 @@ class Worker:
         self.objects: dict[int, Any] = {}
         self.ids: dict[int, int] = {}  # id(object) -> handle, so one object keeps one handle
         self.next_handle = 1
-        self.instrument = importlib.import_module(f"{__package__}.instrument")
+        self.instrument = importlib.import_module(f"{__package__}.shared.instrument")
 
     def hello(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "torch": self.torch.__version__, "cuda": self.torch.cuda.is_available()}
@@ -81,8 +83,8 @@ class Worker:
         name = str(request["name"])
         if name == "torch":
             return self.torch
-        if name in ("probes", "capstone"):
-            return importlib.import_module(f"{__package__}.{name}")
+        if name in TEST_MODULES:
+            return importlib.import_module(f"{__package__}.shared.{name}")
         return importlib.import_module(f"exercises.{name}")
 
     def op_getattr(self, request: dict[str, Any], decoder: Any) -> Any:

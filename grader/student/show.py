@@ -21,9 +21,9 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from .reports import atomic_path
-from .session import GradingSession
-from .text import clean
+from grader.grade.reports import atomic_path
+from grader.host.session import GradingSession
+from grader.text import clean
 
 # Note 3's embeddings; the weights it prints for them are softmax(X Xᵀ / 2), row by row.
 EXAMPLE: tuple[tuple[float, ...], ...] = (
@@ -78,11 +78,11 @@ def expected_weights() -> tuple[torch.Tensor, torch.Tensor]:
 
 def collect(submission: Path) -> tuple[Heatmap, Heatmap]:
     """Run the two examples through the submission's worker; failures become one-line problems."""
-    from .remote import SubmissionFailure
+    from grader.host.remote import SubmissionFailure
 
     plain, causal = expected_weights()
     x = example()
-    from . import tiers
+    from grader.host import tiers
 
     session = GradingSession.open(submission, device="cpu", protect=tiers.exposure("public"))
     try:
@@ -120,7 +120,7 @@ def _weights_of_pair(value: Any) -> Any:
 
 
 def _explain(function: str, exercise: str, error: Exception, where: str) -> str:
-    from .remote import NotImplementedYet
+    from grader.host.remote import NotImplementedYet
 
     if isinstance(error, NotImplementedYet):
         return (f"{function} is not implemented yet: fill in {where}, "

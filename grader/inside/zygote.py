@@ -22,6 +22,7 @@ import contextlib
 import importlib
 import json
 import os
+import pkgutil
 import signal
 import socket
 import sys
@@ -29,10 +30,10 @@ import time
 import traceback
 from typing import Any
 
-from . import confine, processes
+from . import confine
+from .shared import libseccomp, processes
 
 MAX_MESSAGE_BYTES = 65536
-PRELOADED = ("protocol", "worker", "instrument", "probes", "capstone")
 
 
 def main(config: dict[str, Any]) -> None:
@@ -44,7 +45,7 @@ def main(config: dict[str, Any]) -> None:
         os.environ["HOME"] = os.environ["TMPDIR"] = config["home"]
     control = socket.socket(fileno=config["control_fd"])
     confined = bool(config.get("confine"))
-    problem = confine.available()
+    problem = libseccomp.available()
     fence = config.get("fence")  # Landlock, outside bubblewrap
     fenced = confine.fence(fence["read"], fence["write"]) if fence else None
     if problem is None:
@@ -63,9 +64,9 @@ def main(config: dict[str, Any]) -> None:
     import torch
 
     torch.set_num_threads(1)
-    for name in PRELOADED:
-        importlib.import_module(f"{__package__}.{name}")
-    sys.modules[f"{__package__}.protocol"].preflight()
+    for module in pkgutil.walk_packages(sys.modules[__package__].__path__, f"{__package__}."):
+        importlib.import_module(module.name)  # the whole staged package, so that a fork imports nothing
+    sys.modules[f"{__package__}.shared.protocol"].preflight()
     Zygote(control, confined=confined and problem is None, refusal=refusal).run()
 
 
@@ -126,7 +127,7 @@ class Zygote:
         self.warm = True
         torch = sys.modules["torch"]
         with contextlib.suppress(Exception):
-            sys.modules[f"{__package__}.instrument"].count_ops(torch.add, [torch.zeros(2), 1], {})
+            sys.modules[f"{__package__}.shared.instrument"].count_ops(torch.add, [torch.zeros(2), 1], {})
 
     def spawn(self, request: dict[str, Any], fds: list[int], client: socket.socket) -> int:
         limits = dict(request.get("limits", {}))

@@ -28,16 +28,17 @@ from rich.progress import (
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 
-from . import state, tiers
-from .curriculum import BY_ID, EXERCISES
-from .hints import start_here
-from .reports import HIDDEN_VISIBILITY, VISIBILITIES, GradeReport, to_exercism, to_gradescope, write_json
-from .sandbox import Limits, WorkerStartError
-from .selection import Selection, UsageError, hidden_installed, kit_root, select
-from .session import GradingSession, resolve_device
-from .submission import Submission, SubmissionInputError
-from .text import clean, tolerant_output
-from .tiers import IsolationRefused
+from grader.curriculum import BY_ID, EXERCISES
+from grader.grade.reports import HIDDEN_VISIBILITY, VISIBILITIES, GradeReport, to_exercism, to_gradescope, write_json
+from grader.grade.selection import Selection, UsageError, hidden_installed, kit_root, select
+from grader.host import tiers
+from grader.host.sandbox import Limits, WorkerStartError
+from grader.host.session import GradingSession, resolve_device
+from grader.host.tiers import IsolationRefused
+from grader.intake.submission import Submission, SubmissionInputError
+from grader.student import state
+from grader.student.hints import start_here
+from grader.text import clean, tolerant_output
 
 EXIT_OK, EXIT_FAIL_UNDER, EXIT_USAGE = 0, 1, 2
 STATUS_STYLE = {
@@ -193,7 +194,7 @@ def _check(args: argparse.Namespace, console: Console) -> int:
                                       allow_unisolated=args.allow_unisolated)
     except (UsageError, SubmissionInputError, ValueError, IsolationRefused) as error:
         _die(str(error))
-    from . import runner
+    from grader.grade import runner
 
     report = _grade(runner, session, selection, console, quick=args.quick, timeout_s=args.timeout)
     if not state.record_report(report, submission, quick=args.quick):
@@ -231,8 +232,7 @@ def _grade(
 
 
 def _batch(args: argparse.Namespace, console: Console) -> int:
-    from . import batch
-
+    from grader.batch import schedule as batch
     if not args.submissions.is_dir():
         _die(f"{str(args.submissions)!r} is not a folder: give the folder that holds the submissions")
     if args.timeout <= 0:
@@ -312,7 +312,7 @@ def _render_summary(summary: dict, console: Console, out: Path) -> None:
 def _release(args: argparse.Namespace, console: Console) -> int:
     import shlex
 
-    from .release import ReleaseError, build
+    from grader.release import ReleaseError, build
 
     try:
         written = build(args.out, autograder=args.autograder)
@@ -407,7 +407,7 @@ def _list(console: Console) -> int:
 
 
 def _hint(args: argparse.Namespace, console: Console) -> int:
-    from .hints import HINTS
+    from grader.student.hints import HINTS
 
     hints = HINTS.get(args.exercise)
     if hints is None:
@@ -441,7 +441,7 @@ def _hint(args: argparse.Namespace, console: Console) -> int:
 
 
 def _watch(args: argparse.Namespace, console: Console) -> int:
-    from .watch import watch
+    from grader.student.watch import watch
 
     submission = args.submission or _default_submission()
     if not submission.exists():
@@ -462,7 +462,7 @@ def _show(args: argparse.Namespace, console: Console) -> int:
             _die('--png needs matplotlib: pip install "attention-kit[plots]"')
         if not (args.png.parent if str(args.png.parent) else Path(".")).is_dir():
             _die(f"--png {str(args.png)!r}: the folder {str(args.png.parent)!r} does not exist")
-    from . import show
+    from grader.student import show
 
     try:
         heatmaps = show.collect(submission)

@@ -30,13 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import __version__, processes
-from .curriculum import BY_ID
-from .reports import SCHEMA, atomic_path, write_json
-from .sandbox import remove_stale_stages
-from .selection import Selection, kit_root
-from .submission import SubmissionInputError, load
-from .text import clean, id_of, spreadsheet_cell
+from grader import __version__
+from grader.curriculum import BY_ID
+from grader.grade.reports import SCHEMA, atomic_path, write_json
+from grader.grade.selection import Selection, kit_root
+from grader.host.sandbox import remove_stale_stages
+from grader.inside.shared import processes
+from grader.intake.submission import SubmissionInputError, load
+from grader.text import clean, id_of, spreadsheet_cell
 
 # DIR/grades.csv and DIR/summary.json: no submission's report may take or shadow their names.
 RESERVED_IDS = frozenset({"grades", "summary"})
@@ -181,7 +182,7 @@ class BatchStopped(Exception):
 
 
 class Slot:
-    """A `grader.slot` process: grades one submission at a time with torch and its sandbox ready."""
+    """A `grader.batch.slot` process: grades one submission at a time with torch and its sandbox ready."""
 
     def __init__(self, device: str, stage_dir: Path) -> None:
         self._device = device
@@ -192,7 +193,7 @@ class Slot:
     def _start(self) -> None:
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - the slot writes here until close()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "grader.slot", self._device], cwd=kit_root(), stdin=subprocess.PIPE,
+            [sys.executable, "-m", "grader.batch.slot", self._device], cwd=kit_root(), stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self._log, text=True,
             env={**os.environ, "OMP_NUM_THREADS": "1", "GRADER_STAGE_DIR": str(self._stage_dir)},
             preexec_fn=_die_with_batch,
@@ -293,7 +294,7 @@ def _runtime(requested: str) -> tuple[str, str]:
     Only a submission that was not graded needs them here, so only then does this process import torch."""
     import torch
 
-    from .session import resolve_device
+    from grader.host.session import resolve_device
 
     try:
         return resolve_device(requested), torch.__version__

@@ -4,7 +4,7 @@ A batch runs one slot per job. The slot collects the graded suites once (pytest)
 submission, stages it into its zygote's sandbox and forks a trusted child that runs the collected
 tests (fresh state every time: nothing has run in the slot) and writes the report; the slot kills
 that child when the submission's time budget runs out. Before the next submission is staged,
-the zygote's sandbox is proven clean from here (`sandbox.Zygote.recycle`: every process of the
+the zygote's sandbox is proven clean from here (`sandbox.Sandbox.recycle`: every process of the
 previous submission killed, scratch emptied, the zygote healthy); a sandbox that cannot be is
 replaced. A failure of the sandbox itself (one that will not come up, a worker that cannot start)
 is retried once in a fresh sandbox, then reported as a grader failure, never as a score.
@@ -25,9 +25,10 @@ import traceback
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import processes, sandbox, tiers
-from .sandbox import Client, Limits, WorkerStartError, Zygote
-from .submission import Submission
+from grader.host import sandbox, tiers
+from grader.host.sandbox import Client, Limits, Sandbox, WorkerStartError
+from grader.inside.shared import processes
+from grader.intake.submission import Submission
 
 EXIT_SANDBOX_FAILED = 75  # a child's exit status when the sandbox, not the submission, failed (EX_TEMPFAIL)
 
@@ -66,14 +67,14 @@ class _Slot:
         self._results = results
         self._device = device
         self._limits = limits
-        self._zygote: Zygote | None = None
+        self._zygote: Sandbox | None = None
         self._pending: dict[str, Any] | None = None
         self._in_child = False
 
     def serve(self) -> None:
         """Collect once per selection of suites, and grade its jobs in children forked after collection."""
-        from . import runner
-        from .selection import select as select_tests
+        from grader.grade import runner
+        from grader.grade.selection import select as select_tests
 
         while self._next_job() is not None:
             job = self._pending
@@ -125,7 +126,7 @@ class _Slot:
             self._answer(result)
         return None
 
-    def _sandbox(self, job: dict[str, Any]) -> Zygote:
+    def _sandbox(self, job: dict[str, Any]) -> Sandbox:
         """The slot's sandbox, started anew when there is none or it died (IsolationRefused: see `tiers`)."""
         if self._zygote is not None and not self._zygote.alive():
             self._discard_sandbox()
@@ -134,7 +135,7 @@ class _Slot:
                 tiers.protect(Path(secret))
             choice = tiers.refuse_unless_isolated(why=str(job.get("protect", "")),
                                                   allowed=bool(job.get("allow_unisolated")))
-            self._zygote = Zygote(device=self._device, limits=self._limits, tier=choice.tier)
+            self._zygote = Sandbox(device=self._device, limits=self._limits, tier=choice.tier)
         return self._zygote
 
     def _discard_sandbox(self) -> None:
@@ -148,7 +149,7 @@ class _Slot:
 
     def _grade(self, job: dict[str, Any]) -> dict[str, Any]:
         """Fork a child for `job` and wait for it within `job["timeout_s"]`; the report goes to job["report"]."""
-        from .submission import SubmissionInputError, load
+        from grader.intake.submission import SubmissionInputError, load
 
         started = time.monotonic()
         try:
@@ -190,7 +191,7 @@ class _Slot:
         self._job, self._error_file, self._in_child = job, error_file, True
         try:
             processes.die_with_parent(signal.SIGKILL)
-            from .session import GradingSession
+            from grader.host.session import GradingSession
 
             return GradingSession.around(Path(job["path"]), loaded, self._zygote, client, device=self._device)
         except BaseException:
@@ -199,7 +200,7 @@ class _Slot:
     def _child_done(self, report: Any) -> None:
         """In the forked child, after its tests: write the report and end, never returning."""
         try:
-            from .reports import write_json
+            from grader.grade.reports import write_json
 
             write_json(report.to_json(), Path(self._job["report"]))
         except BaseException:
@@ -219,8 +220,11 @@ def _warm_up() -> None:
 
     import torch
 
-    from . import diagnosis, instrument, plugin, runner, testing  # noqa: F401 - loaded for every child
-    from .curriculum import EXERCISES
+    from grader import testing  # noqa: F401 - loaded for every child
+    from grader.curriculum import EXERCISES
+    from grader.grade import runner  # noqa: F401
+    from grader.inside.shared import instrument
+    from grader.judge import diagnosis, plugin  # noqa: F401
 
     instrument.count_ops(torch.add, [torch.zeros(2), 1], {})  # the first op count costs about a second
     if importlib.util.find_spec("solutions") is not None:

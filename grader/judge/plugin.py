@@ -26,11 +26,19 @@ from typing import Any
 import pytest
 import torch
 
-from .curriculum import BY_ID, exercise_of_test_file, prerequisites
-from .remote import Budget, BudgetExhausted, NotImplementedYet, Submission, SubmissionFailure, WorkerCrash
-from .selection import kit_root
-from .session import GradingSession
-from .testing import manual_seed
+from grader.curriculum import BY_ID, exercise_of_test_file, prerequisites
+from grader.grade.selection import kit_root
+from grader.host.remote import (
+    Budget,
+    BudgetExhausted,
+    NotImplementedYet,
+    RemoteSubmission,
+    SubmissionFailure,
+    WorkerCrash,
+)
+from grader.host.session import GradingSession
+from grader.inside.shared import TEST_MODULES
+from grader.judge.checks import manual_seed
 
 MAX_MESSAGE_CHARS = 1500
 PRINTED_LINES = 10
@@ -105,7 +113,7 @@ def grading(pytestconfig: pytest.Config) -> GradingSession:
 
 
 @pytest.fixture
-def impl(grading: GradingSession, request: pytest.FixtureRequest) -> Iterator[Submission]:
+def impl(grading: GradingSession, request: pytest.FixtureRequest) -> Iterator[RemoteSubmission]:
     """The submission under test, running in the sandboxed worker."""
     marker = request.node.get_closest_marker("call_timeout")
     connection = grading.connection
@@ -124,8 +132,8 @@ class _Reference:
     def __getattr__(self, name: str) -> types.ModuleType:
         if name.startswith("_"):
             raise AttributeError(name)
-        if name in ("probes", "capstone"):
-            return importlib.import_module(f"grader.{name}")
+        if name in TEST_MODULES:
+            return importlib.import_module(f"grader.inside.shared.{name}")
         return importlib.import_module(f"solutions.{name}")
 
 
@@ -236,7 +244,7 @@ def _diagnosis(item: pytest.Item, exercise: str | None, error: BaseException) ->
     diagnosed[exercise] = ""
     if failed.intersection(prerequisites(exercise)):
         return ""  # the failure may come from an exercise it builds on: naming a mistake here would mislead
-    from . import diagnosis  # only a failure pays for it
+    from grader import diagnosis  # only a failure pays for it
 
     if diagnosis.mistakes_folder() is None:
         return ""  # the student release: no catalogue of mistakes

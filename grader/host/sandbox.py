@@ -3,7 +3,7 @@
 A sandbox holds a `zygote` that imported torch once and forks a fresh worker whenever one is
 needed (at the start, and after every crash), so a worker starts in milliseconds; a batch reuses
 one sandbox for many submissions, one after another, and proves it clean from the outside in
-between (`Zygote.recycle`).
+between (`Sandbox.recycle`).
 
 With bubblewrap the sandbox runs as uid/gid 65534 in its own user namespace with no capabilities,
 whoever starts it (root included). It sees, read-only, only the Python installation and a copy of
@@ -46,9 +46,9 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from . import processes
-from .processes import SANDBOX_UID
-from .tiers import fence, mark_unsafe
+from grader.host.tiers import fence, mark_unsafe
+from grader.inside.shared import processes
+from grader.inside.shared.processes import SANDBOX_UID
 
 if TYPE_CHECKING:
     import torch
@@ -201,7 +201,7 @@ class OutputTail:
             return text if new <= len(self._buffer) else f"[... {new - len(self._buffer)} bytes cut ...]\n{text}"
 
 
-class Zygote:
+class Sandbox:
     """A started sandbox whose process has imported torch and forks a fresh worker on request.
 
     It serves one submission at a time: `connect(submission)` stages the submission's files (the
@@ -215,7 +215,7 @@ class Zygote:
     def __init__(self, *, device: str, limits: Limits, tier: str, confine: bool = True) -> None:
         """`confine=False` leaves workers without their seccomp filter: only for the kit's tests of the
         clean-up between submissions, which must hold even then."""
-        from . import submission
+        from grader.intake import submission
 
         self.limits = limits
         self.tier = tier
@@ -317,8 +317,8 @@ class Zygote:
 
     def connect(self, submission: Any) -> Client:
         """Stage `submission` (a submission.Submission) and open a client connection for it."""
-        from . import submission as submissions
-        from .selection import kit_root
+        from grader.grade.selection import kit_root
+        from grader.intake import submission as submissions
 
         if self._busy:
             self.recycle()
@@ -526,7 +526,7 @@ def _remove(path: Path) -> None:
 class Client:
     """One submission's connection to a zygote: spawn workers, learn how they died, kill them."""
 
-    def __init__(self, sock: socket.socket, zygote: Zygote) -> None:
+    def __init__(self, sock: socket.socket, zygote: Sandbox) -> None:
         self._socket = sock
         self.zygote = zygote
         self._requests = 0
@@ -632,7 +632,7 @@ class WorkerProcess:
         self, header: dict[str, Any], tensors: dict[str, torch.Tensor], *, timeout_s: float
     ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """Send one request and wait for its answer; kill the worker on timeout or protocol abuse (ProtocolError)."""
-        from . import protocol
+        from grader.inside.shared import protocol
 
         self.wait_ready()
         deadline = time.monotonic() + timeout_s
@@ -647,7 +647,7 @@ class WorkerProcess:
         return self._receive(deadline, timeout_s, self._last_id)
 
     def wait_ready(self) -> dict[str, Any]:
-        from . import protocol
+        from grader.inside.shared import protocol
 
         if self._ready:
             return self.hello
@@ -663,7 +663,7 @@ class WorkerProcess:
         return self.hello
 
     def _receive(self, deadline: float, timeout_s: float, request_id: int) -> tuple[dict[str, Any], dict[str, Any]]:
-        from . import protocol
+        from grader.inside.shared import protocol
 
         try:
             reply = protocol.read_message(self._from_worker, deadline=deadline)

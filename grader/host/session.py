@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import submission as submissions
-from . import tiers
-from .sandbox import Client, Limits, WorkerProcess, Zygote, remove_stale_stages
+from grader.host import tiers
+from grader.host.sandbox import Client, Limits, Sandbox, WorkerProcess, remove_stale_stages
+from grader.intake import submission as submissions
 
 if TYPE_CHECKING:
-    from .remote import Connection, Submission
+    from grader.host.remote import Connection, RemoteSubmission
 
 
 def refuse_unavailable_device(requested: str) -> None:
@@ -51,7 +51,7 @@ def resolve_device(requested: str) -> str:
 
 
 def start_sandbox(loaded: submissions.Submission, *, device: str, limits: Limits, protect: str = "",
-                  allow_unisolated: bool = False) -> tuple[Zygote, Client]:
+                  allow_unisolated: bool = False) -> tuple[Sandbox, Client]:
     """A sandbox connected to `loaded`, of the strongest tier that works here and has not failed its self-test.
 
     A sandbox that fails its self-test says so when its first worker is awaited (SandboxUnsafe);
@@ -59,7 +59,7 @@ def start_sandbox(loaded: submissions.Submission, *, device: str, limits: Limits
     IsolationRefused when that is `none` and there is something to `protect` (see `tiers`).
     """
     choice = tiers.refuse_unless_isolated(why=protect, allowed=allow_unisolated)
-    zygote = Zygote(device=device, limits=limits, tier=choice.tier)
+    zygote = Sandbox(device=device, limits=limits, tier=choice.tier)
     try:
         return zygote, zygote.connect(loaded)
     except BaseException:
@@ -73,9 +73,9 @@ class Workers:
 
     submission: submissions.Submission
     device: str
-    zygote: Zygote
+    zygote: Sandbox
     client: Client
-    owned: list[Zygote] = field(default_factory=list)
+    owned: list[Sandbox] = field(default_factory=list)
     protect: str = ""  # what an unisolated sandbox would expose (refused then), see `tiers`
     allow_unisolated: bool = False
 
@@ -89,7 +89,7 @@ class Workers:
         return self.client.spawn()
 
     @property
-    def used(self) -> list[Zygote]:
+    def used(self) -> list[Sandbox]:
         """Every sandbox this submission's workers ran in: the current one, and those it started (or was given)."""
         return list(dict.fromkeys([self.zygote, *self.owned]))
 
@@ -134,15 +134,15 @@ class GradingSession:
         return session
 
     @classmethod
-    def around(cls, path: Path, loaded: submissions.Submission, zygote: Zygote, client: Client, *, device: str,
+    def around(cls, path: Path, loaded: submissions.Submission, zygote: Sandbox, client: Client, *, device: str,
                opened_at: float | None = None) -> GradingSession:
         """A session on a zygote already connected to `loaded`; asks for its first worker at once."""
         workers = Workers(loaded, device, zygote, client)
         first = workers.start()
         try:
             device = resolve_device(device)
-            from . import protocol
-            from .remote import Connection
+            from grader.host.remote import Connection
+            from grader.inside.shared import protocol
 
             protocol.preflight()
         except BaseException:
@@ -165,10 +165,10 @@ class GradingSession:
         zygotes = [z for z in self.workers.used if z.tier == self.tier]
         return list(dict.fromkeys(what for zygote in zygotes for what in zygote.exposed))
 
-    def impl(self) -> Submission:
-        from .remote import Submission
+    def impl(self) -> RemoteSubmission:
+        from grader.host.remote import RemoteSubmission
 
-        return Submission(self.connection)
+        return RemoteSubmission(self.connection)
 
     def close(self) -> None:
         # A bubblewrap sandbox of this session's own dies whole with its PID namespace in workers.close(): no need

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .curriculum import BY_ID, EXERCISES
+import grader
+from grader.curriculum import BY_ID, EXERCISES
 
 SUITES = ("public", "hidden", "all")
 
@@ -23,7 +24,7 @@ class Selection:
 
 def kit_root() -> Path:
     """The folder holding exercises/, tests/ and (for instructors) solutions/."""
-    return Path(__file__).resolve().parent.parent
+    return Path(grader.__file__).resolve().parent.parent
 
 
 def hidden_installed(root: Path | None = None) -> bool:

@@ -18,13 +18,14 @@ import pytest
 import torch
 from pytest_jsonreport.plugin import JSONReport
 
-from . import scoring, tiers
-from .plugin import PreparedSession
-from .remote import Budget
-from .reports import GradeReport
-from .sandbox import Limits, WorkerStartError
-from .selection import Selection, kit_root
-from .session import GradingSession
+from grader.grade import scoring
+from grader.grade.reports import GradeReport
+from grader.grade.selection import Selection, kit_root
+from grader.host import tiers
+from grader.host.remote import Budget
+from grader.host.sandbox import Limits, WorkerStartError
+from grader.host.session import GradingSession
+from grader.judge.plugin import PreparedSession
 
 
 class _Progress:

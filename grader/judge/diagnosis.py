@@ -28,12 +28,12 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from . import probes as kit_probes
-from .remote import NotImplementedYet, Remote, SubmissionFailure, WorkerCrash
-from .testing import EPS32, count_ops, describe, manual_seed
+from grader.host.remote import NotImplementedYet, Remote, SubmissionFailure, WorkerCrash
+from grader.inside.shared import probes as kit_probes
+from grader.judge.checks import EPS32, count_ops, describe, manual_seed
 
 SEED = 1234
-TOLERANCE_FACTOR = 16.0  # as grader.testing.tolerance: any correct float32 code errs about as much as the reference
+TOLERANCE_FACTOR = 16.0  # as checks.tolerance: any correct float32 code errs about as much as the reference
 # A mistake only counts as differing where it lands this many tolerances from the reference, so that
 # correct code (within one tolerance of the reference) can never also be within one of the mistake.
 SEPARATION = 4.0
@@ -495,7 +495,7 @@ def _value_distance(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def tolerance(ref32: Any, golden64: Any) -> float:
-    """As grader.testing.tolerance, for a whole facet: 0 for facets that are not floating-point values."""
+    """As grader.judge.checks.tolerance, for a whole facet: 0 for facets that are not floating-point values."""
     if isinstance(ref32, torch.Tensor) and isinstance(golden64, torch.Tensor):
         if ref32.shape != golden64.shape:
             raise ValueError("the float32 and float64 references differ in shape: the probe is broken")

@@ -13,16 +13,14 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from .curriculum import SUBMISSION_FILES
+from grader import inside
+from grader.curriculum import SUBMISSION_FILES
 
 MAX_FILE_BYTES = 1 * 2**20
 MAX_ZIP_ENTRIES = 10_000
 MAX_ZIP_BYTES = 64 * 2**20
 MAX_FOLDER_DEPTH = 4  # how far below the submission's top the exercise files are looked for
 READABLE_COMPRESSIONS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
-WORKER_FILES = (
-    "zygote.py", "worker.py", "protocol.py", "processes.py", "confine.py", "probes.py", "instrument.py", "capstone.py",
-)
 
 
 class SubmissionInputError(ValueError):
@@ -43,8 +41,8 @@ class Submission:
 
     def shown(self, filename: str) -> str:
         """Where `filename` of this submission is, for a message that says which file to open."""
-        inside = filename if self.folder in ("", ".") else f"{self.folder}/{filename}"
-        return f"{inside} in {self.archive}" if self.archive else inside
+        where = filename if self.folder in ("", ".") else f"{self.folder}/{filename}"
+        return f"{where} in {self.archive}" if self.archive else where
 
 
 def load(path: Path) -> Submission:
@@ -184,13 +182,8 @@ def _exercise_folder(paths: dict[PurePosixPath, zipfile.ZipInfo]) -> PurePosixPa
 
 
 def stage_worker(into: Path) -> None:
-    """Write the worker's package, `into/gradeworker`: the code the zygote and its workers run."""
-    worker = into / "gradeworker"
-    worker.mkdir(parents=True)
-    (worker / "__init__.py").write_text('"""The grader\'s worker, staged for one sandbox."""\n')
-    here = Path(__file__).parent
-    for name in WORKER_FILES:
-        shutil.copyfile(here / name, worker / name)
+    """Write the worker's package, `into/gradeworker`: all of grader/inside/, the code the zygote and workers run."""
+    shutil.copytree(inside.__path__[0], into / "gradeworker", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
 def stage_exercises(submission: Submission, *, kit_root: Path, into: Path) -> None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .curriculum import BY_ID
+from grader.curriculum import BY_ID
 
 if TYPE_CHECKING:
-    from .submission import Submission
+    from grader.intake.submission import Submission
 
 HINTS: dict[str, tuple[str, ...]] = {
     "attention": (

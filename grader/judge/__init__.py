@@ -1,0 +1,1 @@
+"""What graded tests stand on, in the trusted process: the pytest plugin, the checks, the diagnosis of mistakes."""
