@@ -244,7 +244,7 @@ def _diagnosis(item: pytest.Item, exercise: str | None, error: BaseException) ->
     diagnosed[exercise] = ""
     if failed.intersection(prerequisites(exercise)):
         return ""  # the failure may come from an exercise it builds on: naming a mistake here would mislead
-    from grader import diagnosis  # only a failure pays for it
+    from grader.judge import diagnosis  # only a failure pays for it
 
     if diagnosis.mistakes_folder() is None:
         return ""  # the student release: no catalogue of mistakes
