@@ -9,6 +9,7 @@ from dataclasses import dataclass
 class Exercise:
     id: str
     points: float
+    names: tuple[str, ...]  # what its file must define (the contract's names)
     needs: tuple[str, ...] = ()
 
     @property
@@ -17,15 +18,15 @@ class Exercise:
 
 
 EXERCISES: tuple[Exercise, ...] = (
-    Exercise("attention", 10),
-    Exercise("masking", 10),
-    Exercise("head_attention", 10),
-    Exercise("multi_head_attention", 15, needs=("attention", "masking")),
-    Exercise("positional_encoding", 10),
-    Exercise("sublayers", 10),
-    Exercise("encoder", 10, needs=("multi_head_attention", "sublayers")),
-    Exercise("decoder", 10, needs=("multi_head_attention", "sublayers")),
-    Exercise("transformer", 15, needs=("positional_encoding", "encoder", "decoder")),
+    Exercise("attention", 10, ("attention",)),
+    Exercise("masking", 10, ("causal_average", "weight_mask_and_normalization", "create_look_ahead_mask", "causal_mask")),
+    Exercise("head_attention", 10, ("HeadAttention",)),
+    Exercise("multi_head_attention", 15, ("MultiHeadAttention",), needs=("attention", "masking")),
+    Exercise("positional_encoding", 10, ("PositionalEncoding",)),
+    Exercise("sublayers", 10, ("FeedForward", "ResidualConnection")),
+    Exercise("encoder", 10, ("EncoderLayer", "Encoder"), needs=("multi_head_attention", "sublayers")),
+    Exercise("decoder", 10, ("DecoderLayer", "Decoder"), needs=("multi_head_attention", "sublayers")),
+    Exercise("transformer", 15, ("Transformer", "greedy_decode"), needs=("positional_encoding", "encoder", "decoder")),
 )
 
 BY_ID: dict[str, Exercise] = {exercise.id: exercise for exercise in EXERCISES}

@@ -7,14 +7,16 @@ own `__init__.py` and `config.py` beside those files, and the worker's code.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import stat
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 from grader import inside
 from grader.curriculum import SUBMISSION_FILES
+from grader.intake import notebook
 
 MAX_FILE_BYTES = 1 * 2**20
 MAX_ZIP_ENTRIES = 10_000
@@ -34,6 +36,7 @@ class Submission:
     notes: tuple[str, ...] = field(default=())
     folder: str = "exercises"  # where the files were read (inside `archive`, when a zip), as the student named it
     archive: str = ""
+    from_notebooks: dict[str, str] = field(default_factory=dict)  # exercise file -> the notebook(s) it was made from
 
     @property
     def missing(self) -> frozenset[str]:
@@ -41,6 +44,8 @@ class Submission:
 
     def shown(self, filename: str) -> str:
         """Where `filename` of this submission is, for a message that says which file to open."""
+        if filename in self.from_notebooks:
+            return f"the notebook {self.from_notebooks[filename]}"
         where = filename if self.folder in ("", ".") else f"{self.folder}/{filename}"
         return f"{where} in {self.archive}" if self.archive else where
 
@@ -48,15 +53,18 @@ class Submission:
 def load(path: Path) -> Submission:
     """Read the exercise files of the folder or .zip at `path`."""
     if not path.exists():
-        raise SubmissionInputError(f"submission {str(path)!r} does not exist: give a folder or a .zip")
+        raise SubmissionInputError(f"submission {str(path)!r} does not exist: give a folder, a .zip or a notebook")
     if path.is_dir():
         return _found(_from_folder(path), f"the folder {str(path)!r}", depth=f"up to {MAX_FOLDER_DEPTH} levels deep")
+    if path.suffix.lower() == ".ipynb" and path.is_file():
+        return _found(_with_notebooks(Submission(path.stem, {}, folder="."), [(path.name, _read(path))]),
+                      path.name, depth="in its code cells")
     if zipfile.is_zipfile(path):
         return _found(_from_zip(path), path.name, depth="at any depth")
     if path.suffix.lower() == ".zip":
         raise SubmissionInputError(f"{path.name} is not a valid zip archive (not a readable zip file: truncated or "
                                    "corrupt); zip it again")
-    raise SubmissionInputError(f"submission {str(path)!r} is neither a folder nor a .zip file")
+    raise SubmissionInputError(f"submission {str(path)!r} is neither a folder, a .zip nor a notebook (.ipynb)")
 
 
 def _found(loaded: Submission, where: str, *, depth: str) -> Submission:
@@ -67,7 +75,7 @@ def _found(loaded: Submission, where: str, *, depth: str) -> Submission:
     expected = f"{SUBMISSION_FILES[0]}, {SUBMISSION_FILES[1]}, ..., {SUBMISSION_FILES[-1]}"
     raise SubmissionInputError(
         f"no exercise file found in {where}{ignored}: looked at its top and in the folders below it ({depth}) "
-        f"for {expected} (the files of the kit's exercises/ folder)")
+        f"for {expected} (the files of the kit's exercises/ folder) and for notebooks (.ipynb) defining them")
 
 
 def exercise_folder(path: Path) -> Path:
@@ -114,7 +122,11 @@ def _from_folder(path: Path) -> Submission:
                     files[name] = candidate.read_bytes()
                 except OSError as error:
                     raise SubmissionInputError(f"{name} in {path.name} cannot be read ({error.strerror})") from None
-    return Submission(path.name, files, tuple(notes), folder=str(top))
+    loaded = Submission(path.name, files, tuple(notes), folder=str(top))
+    if not loaded.missing:
+        return loaded
+    notebooks = [(str(found.relative_to(path)), _read(found)) for found in _notebooks_in(path)]
+    return _with_notebooks(loaded, notebooks)
 
 
 def _from_zip(path: Path) -> Submission:
@@ -149,7 +161,13 @@ def _from_zip(path: Path) -> Submission:
                 notes.append(f"{filename} is over the {MAX_FILE_BYTES} byte limit and was ignored")
                 continue
             files[filename] = _read_entry(archive, entry, path.name)[:MAX_FILE_BYTES]
-    return Submission(path.stem, files, tuple(notes), folder=str(folder), archive=str(path))
+        loaded = Submission(path.stem, files, tuple(notes), folder=str(folder), archive=str(path))
+        if not loaded.missing:
+            return loaded
+        notebooks = [(str(name), _read_entry(archive, entry, path.name)) for name, entry in sorted(by_path.items())
+                     if name.suffix.lower() == ".ipynb" and not any(part.startswith((".", "__")) for part in name.parts)
+                     and entry.file_size <= notebook.MAX_NOTEBOOK_BYTES]
+    return _with_notebooks(loaded, notebooks)
 
 
 def _read_entry(archive: zipfile.ZipFile, entry: zipfile.ZipInfo, zip_name: str) -> bytes:
@@ -179,6 +197,44 @@ def _exercise_folder(paths: dict[PurePosixPath, zipfile.ZipInfo]) -> PurePosixPa
         return PurePosixPath(".")
     return min(counts, key=lambda folder: (-counts[folder], len(folder.parts), folder.name != "exercises",
                                            str(folder)))
+
+
+def _with_notebooks(loaded: Submission, notebooks: list[tuple[str, bytes]]) -> Submission:
+    """`loaded`, its missing exercise files made from `notebooks` (name, bytes), in name order."""
+    if not notebooks:
+        return loaded
+    cells: list[notebook.Cell] = []
+    for name, data in notebooks:
+        try:
+            cells += notebook.cells(data, name=name)
+        except notebook.NotebookError as error:
+            cells.append(notebook.unreadable(data, name=name, why=str(error)))
+    made = notebook.extract(cells)
+    added = {name: data for name, data in made.files.items() if name in loaded.missing}
+    shown = ", ".join(name for name, _ in notebooks)
+    notes = (*loaded.notes, *(f"{shown}: {note}" for note in made.notes))
+    return replace(loaded, files={**loaded.files, **added}, notes=notes,
+                   from_notebooks={**loaded.from_notebooks, **dict.fromkeys(added, shown)})
+
+
+def _notebooks_in(path: Path) -> list[Path]:
+    """The notebooks in the folder `path` and below it (not in hidden folders, like .ipynb_checkpoints/)."""
+    found, level = [], [path]
+    for _ in range(MAX_FOLDER_DEPTH + 1):
+        for folder in level:
+            with contextlib.suppress(OSError):
+                found += [child for child in folder.glob("*.ipynb") if child.is_file() and not child.is_symlink()]
+        level = [child for folder in level for child in _subfolders(folder)]
+    return sorted(found, key=lambda notebook_path: notebook_path.relative_to(path).parts)
+
+
+def _read(path: Path) -> bytes:
+    """A notebook's bytes; one past the size limit is enough to refuse it as too large."""
+    try:
+        with path.open("rb") as file:
+            return file.read(notebook.MAX_NOTEBOOK_BYTES + 1)
+    except OSError as error:
+        raise SubmissionInputError(f"{path.name} cannot be read ({error.strerror})") from None
 
 
 def stage_worker(into: Path) -> None:

@@ -1,0 +1,216 @@
+"""`notebook` turns Jupyter notebooks' code cells into exercise files: definitions in, running code out.
+
+Only imports and top-level definitions (functions, classes, constants) are taken, each definition
+going to the exercise file whose contract name it defines, with the helpers it uses. Everything else
+at the top of a cell (a training loop, a print, a plot, `!pip`, a magic) is left out and counted, so a
+notebook that trains for an hour grades in seconds and nothing it printed ever counts. As in the
+notebook, a name defined twice keeps its last definition. Nothing here runs the notebook: cells are
+parsed (`ast`) in the trusted process and run, like any submission, only in the sandbox.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass, field
+
+import nbformat
+
+from grader.curriculum import EXERCISES
+
+MAX_NOTEBOOK_BYTES = 32 * 2**20  # outputs (plots) make notebooks large; only the code cells are kept
+OWNER = {name: exercise.file for exercise in EXERCISES for name in exercise.names}  # contract name -> its file
+CONSTANT_CALLS = frozenset({"float", "int", "bool", "str", "tuple", "frozenset", "range"})
+_MAGIC = re.compile(r"^(\s*)[%!].*$", re.MULTILINE)
+
+
+class NotebookError(ValueError):
+    """A notebook that cannot be read at all (not JSON, not nbformat 4)."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    where: str  # "cell 4 of lab.ipynb", as a student finds it
+    source: str
+    unreadable: str = ""  # set for a whole notebook that could not be read: why (its raw text is `source`)
+
+
+@dataclass
+class _Definition:
+    name: str
+    code: str  # its lines as written (decorators included), or "" when its cell does not parse
+    where: str
+    order: tuple[int, int]  # (cell, line): where the definition that counts was written
+    uses: frozenset[str] = frozenset()
+    broken: str = ""  # why its cell could not be read
+
+
+@dataclass
+class Extracted:
+    """The exercise files made from some notebooks, and one line on what was left out."""
+
+    files: dict[str, bytes] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def cells(data: bytes, *, name: str) -> list[Cell]:
+    """The code cells of the notebook `data` (named `name`); NotebookError when it cannot be read."""
+    if len(data) > MAX_NOTEBOOK_BYTES:
+        raise NotebookError(f"{name} is over {MAX_NOTEBOOK_BYTES // 2**20} MiB: clear its outputs and save it again")
+    try:
+        text = data.decode("utf-8")
+        version = json.loads(text).get("nbformat")
+        if version == 4:
+            notebook = nbformat.reads(text, as_version=nbformat.NO_CONVERT)
+            found = [Cell(f"cell {number} of {name}", _text(cell.get("source", "")))
+                     for number, cell in enumerate(notebook.cells, start=1) if cell.get("cell_type") == "code"]
+    except Exception as error:  # the bytes are the submitter's: any way they fail to read is theirs
+        raise NotebookError(f"{name} is not a notebook Jupyter can open ({type(error).__name__}): "
+                            "open it in Jupyter and save it again") from None
+    if version != 4:
+        raise NotebookError(f"{name} is in notebook format {version}, not 4: open it in Jupyter and save it again")
+    return found
+
+
+def unreadable(data: bytes, *, name: str, why: str) -> Cell:
+    """A notebook that could not be read, as one cell: the exercises its raw text seems to define fail with
+    `why`, the others do not notice."""
+    return Cell(name, data[:MAX_NOTEBOOK_BYTES].decode("utf-8", errors="replace"), unreadable=why)
+
+
+def extract(found: list[Cell]) -> Extracted:
+    """Exercise files from `found` cells, in order (the last definition of a name wins)."""
+    definitions: dict[str, _Definition] = {}
+    imports: list[tuple[ast.stmt, str]] = []
+    left_out = 0
+    cells_left_out: set[str] = set()
+    for order, cell in enumerate(found):
+        if cell.unreadable:
+            for defined in _defined_in_text(cell.source, anywhere=True):
+                definitions[defined] = _Definition(defined, "", cell.where, (order, 0), broken=cell.unreadable)
+            continue
+        source = _MAGIC.sub(lambda m: f"{m.group(1)}pass", cell.source)  # `!pip`, `%time`: never run, never parsed
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+            why = _syntax(cell.where, error)
+            for defined in _defined_in_text(cell.source):
+                definitions[defined] = _Definition(defined, "", cell.where, (order, 0), broken=why)
+            cells_left_out.add(cell.where)
+            continue
+        lines = source.splitlines(keepends=True)
+        for statement in tree.body:
+            if isinstance(statement, (ast.Import, ast.ImportFrom)):
+                imports.append((statement, _lines(lines, statement)))
+            elif (name := _defined_name(statement)) is not None:
+                definitions[name] = _Definition(name, _lines(lines, statement), cell.where, (order, statement.lineno),
+                                                uses=frozenset(_names_used(statement)))
+            else:
+                left_out += 1
+                cells_left_out.add(cell.where)
+    extracted = Extracted()
+    for exercise in EXERCISES:
+        roots = [definitions[name] for name in exercise.names if name in definitions]
+        if roots:
+            extracted.files[exercise.file] = _file(exercise.file, roots, definitions, imports).encode()
+    taken = sum(1 for d in definitions.values() if d.code)
+    extracted.notes.append(f"from {len(found)} code cells: took {taken} definitions and the imports they use; "
+                           f"left out {left_out} top-level statements that run code (in {len(cells_left_out)} cells)")
+    return extracted
+
+
+def _file(filename: str, roots: list[_Definition], definitions: dict[str, _Definition],
+          imports: list[tuple[ast.stmt, str]]) -> str:
+    """One exercise file: its contract definitions, the helpers they use, the imports all of those need."""
+    broken = [d for d in roots if d.broken]
+    if broken:
+        return f"{broken[0].broken!r}\n\nraise ImportError(__doc__)\n"  # its docstring says why
+    chosen: dict[str, _Definition] = {}
+    from_siblings: dict[str, list[str]] = {}
+    todo = list(roots)
+    while todo:
+        definition = todo.pop()
+        if definition.name in chosen:
+            continue
+        chosen[definition.name] = definition
+        for used in sorted(definition.uses):
+            owner = OWNER.get(used)
+            if owner is not None and owner != filename:
+                from_siblings.setdefault(owner.removesuffix(".py"), []).append(used)
+            elif used in definitions and definitions[used].code and used not in chosen:
+                todo.append(definitions[used])
+    needed = set().union(*(d.uses for d in chosen.values()))
+    wanted = [(not _is_future(s), code) for s, code in imports if _binds(s) & needed or _is_future(s)]
+    parts = list(dict.fromkeys(code for _, code in sorted(wanted, key=lambda pair: pair[0])))  # __future__ first
+    for module, names in sorted(from_siblings.items()):
+        parts.append(f"from .{module} import {', '.join(sorted(set(names)))}\n")
+    for definition in sorted(chosen.values(), key=lambda d: d.order):
+        parts.append(f"\n\n# {definition.where}\n{definition.code}")
+    return "".join(parts)
+
+
+def _text(source: object) -> str:
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def _lines(lines: list[str], statement: ast.stmt) -> str:
+    first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", []))])
+    text = "".join(lines[first - 1:statement.end_lineno])
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _defined_name(statement: ast.stmt) -> str | None:
+    """The name a definition or constant binds; None for code that runs things."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return statement.name
+    target = None
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+        target = statement.targets[0]
+    elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+        target = statement.target
+    if isinstance(target, ast.Name) and _constant(statement.value):
+        return target.id
+    return None
+
+
+def _constant(value: ast.expr | None) -> bool:
+    """Built of literals, names and arithmetic, calling at most `float("-inf")`-like builtins and math."""
+    for node in ast.walk(value) if value is not None else ():
+        if isinstance(node, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom,
+                             ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            return False
+        if isinstance(node, ast.Call):
+            function = node.func
+            plain = isinstance(function, ast.Name) and function.id in CONSTANT_CALLS
+            maths = isinstance(function, ast.Attribute) and isinstance(function.value, ast.Name) \
+                and function.value.id == "math"
+            if not (plain or maths):
+                return False
+    return True
+
+
+def _names_used(statement: ast.stmt) -> set[str]:
+    return {node.id for node in ast.walk(statement) if isinstance(node, ast.Name)}
+
+
+def _binds(statement: ast.stmt) -> set[str]:
+    names = statement.names if isinstance(statement, (ast.Import, ast.ImportFrom)) else []
+    return {(alias.asname or alias.name).split(".")[0] for alias in names}
+
+
+def _is_future(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.ImportFrom) and statement.module == "__future__"
+
+
+def _defined_in_text(text: str, *, anywhere: bool = False) -> list[str]:
+    """The contract names a cell that does not parse appears to define (`def attention(`, `class Encoder`);
+    `anywhere`: not only at the start of a line (in a notebook's raw JSON)."""
+    start = r"\b" if anywhere else r"^\s*"
+    return [name for name in OWNER if re.search(rf"{start}(?:def|class)\s+{name}\b", text, re.MULTILINE)]
+
+
+def _syntax(where: str, error: BaseException) -> str:
+    if isinstance(error, SyntaxError):
+        return f"{where} does not parse (line {error.lineno}: {error.msg}): fix it in the notebook and save"
+    return f"{where} could not be read ({type(error).__name__}): fix it in the notebook and save"

@@ -1,0 +1,157 @@
+"""Notebook submissions: definitions are taken from the code cells, running code never is, and the same
+code scores the same in a notebook as in .py files.
+
+The notebooks here are written the way students write them: definitions spread over cells, with
+experiments, prints, `!pip` and magics between them, a first attempt redefined later, helpers used by
+a definition in a cell of their own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from grader.curriculum import EXERCISES
+from grader.intake import notebook
+from grader.intake.submission import load
+
+REPO = Path(__file__).resolve().parents[2]
+SOLUTIONS = REPO / "solutions"
+STUB = "def attention(query, key, value, dropout=None, mask=None):\n    raise NotImplementedError\n"
+
+
+def _as_notebook_cell(source: str) -> str:
+    """A solution file as a student pastes it into a cell: the kit's package imports spelled absolutely."""
+    return re.sub(r"^from \.(\w+) import", r"from exercises.\1 import", source, flags=re.MULTILINE)
+
+
+def _write(path: Path, *cells: str, markdown: str = "# Lab") -> Path:
+    nbformat.write(new_notebook(cells=[new_markdown_cell(markdown), *map(new_code_cell, cells)]), path)
+    return path
+
+
+def _solutions_notebook(path: Path, *, swap: dict[str, str] | None = None) -> Path:
+    """The reference solutions as one notebook, one cell per exercise, with experiments between them."""
+    cells = ["!pip install torch\n%matplotlib inline\nimport torch\nprint(torch.__version__)"]
+    for exercise in EXERCISES:
+        source = (swap or {}).get(exercise.id) or (SOLUTIONS / exercise.file).read_text()
+        cells += [_as_notebook_cell(source), f"for _ in range(3):\n    print({exercise.names[0]!r})"]
+    return _write(path, *cells)
+
+
+def _extract(*cells: str) -> notebook.Extracted:
+    return notebook.extract([notebook.Cell(f"cell {n} of lab.ipynb", source) for n, source in enumerate(cells, 1)])
+
+
+# --- what is taken from the cells, in the trusted process (nothing runs) -----------------------------------
+
+
+def test_only_definitions_and_the_imports_they_use_are_taken():
+    made = _extract(
+        "import math\nimport torch\nimport matplotlib.pyplot as plt\nSCALE = 1 / math.sqrt(2)",
+        STUB,
+        "q = torch.randn(2, 3)\nprint(attention(q, q, q))\nplt.plot([1, 2])\nopen('/etc/passwd').read()",
+        "def _scores(q, k):\n    return q @ k.transpose(-2, -1) * SCALE\n",
+        "def attention(query, key, value, dropout=None, mask=None):\n    p = _scores(query, key).softmax(-1)\n"
+        "    return p @ value, p\n",
+        "%%time\ntrain_for_an_hour()",
+    )
+    source = made.files["attention.py"].decode()
+    assert list(made.files) == ["attention.py"]
+    assert "NotImplementedError" not in source, "the last definition of a name must win, as in the notebook"
+    for kept in ("import math", "SCALE = 1 / math.sqrt(2)", "def _scores", "def attention"):
+        assert kept in source
+    for left_out in ("import torch", "matplotlib", "print", "/etc/passwd", "train_for_an_hour", "randn"):
+        assert left_out not in source
+    assert re.search(r"left out [6-9] top-level statements that run code \(in 2 cells\)", made.notes[0]), made.notes
+    compile(source, "attention.py", "exec")
+
+
+def test_a_definition_that_uses_another_exercise_imports_it_from_the_submission():
+    made = _extract("import torch\n" + STUB, "class MultiHeadAttention(torch.nn.Module):\n"
+                    "    def forward(self, q, k, v, mask=None):\n        return attention(q, k, v, mask=mask)[0]\n")
+    source = made.files["multi_head_attention.py"].decode()
+    assert "from .attention import attention" in source and "def attention" not in source
+
+
+def test_a_cell_that_does_not_parse_fails_only_the_exercises_it_defines():
+    made = _extract("import torch", STUB, "class HeadAttention(torch.nn.Module:\n    pass\n")
+    assert "NotImplementedError" in made.files["attention.py"].decode()
+    broken = made.files["head_attention.py"].decode()
+    with pytest.raises(ImportError, match=r"^cell 3 of lab\.ipynb does not parse \(line 1: .*fix it in the notebook"):
+        exec(compile(broken, "head_attention.py", "exec"), {})
+
+
+def test_a_notebook_that_cannot_be_read_fails_only_the_exercises_it_defines(tmp_path: Path):
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    _write(folder / "01-attention.ipynb", STUB)
+    (folder / "02-masking.ipynb").write_text('{"cells": [{"source": "def causal_mask(seq_len):", ')  # cut short
+    loaded = load(folder)
+    assert "def attention" in loaded.files["attention.py"].decode()
+    assert "02-masking.ipynb is not a notebook Jupyter can open" in loaded.files["masking.py"].decode()
+    old = json.loads(nbformat.writes(new_notebook(cells=[new_code_cell(STUB)])))
+    old["nbformat"] = 3
+    (tmp_path / "old.ipynb").write_text(json.dumps(old))
+    assert "in notebook format 3, not 4" in load(tmp_path / "old.ipynb").files["attention.py"].decode()
+
+
+def test_py_files_win_over_notebooks_and_notebooks_fill_in_the_rest(tmp_path: Path):
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / "attention.py").write_text("# the .py one\n" + STUB)
+    _write(folder / "lab.ipynb", "def attention(q, k, v, dropout=None, mask=None):\n    return 1\n",
+           "import torch\ndef causal_mask(seq_len):\n    return torch.zeros(1, 1, seq_len, seq_len)\n")
+    (folder / ".ipynb_checkpoints").mkdir()
+    _write(folder / ".ipynb_checkpoints" / "lab-checkpoint.ipynb", "def causal_average(x):\n    return x\n")
+    loaded = load(folder)
+    assert loaded.files["attention.py"].decode().startswith("# the .py one")
+    assert set(loaded.files) == {"attention.py", "masking.py"}
+    assert loaded.shown("masking.py") == "the notebook lab.ipynb"
+    assert loaded.shown("attention.py").endswith("attention.py")
+
+
+# --- graded end to end: a notebook scores as its code does in .py files --------------------------------------
+
+
+@pytest.mark.slow
+def test_a_class_of_notebooks_scores_as_the_same_code_in_py_files(grader_cli, tmp_path: Path):
+    """`grader batch` over notebooks, a zip holding one, and the same code as .py folders: the same scores."""
+    mistake = (REPO / "solutions" / "mistakes" / "attention" / "no_scaling.py")
+    wrong = mistake.read_text() if mistake.is_file() else (SOLUTIONS / "attention.py").read_text().replace(
+        "/ math.sqrt(d_k)", "")
+    klass = tmp_path / "class"
+    klass.mkdir()
+    _solutions_notebook(klass / "right.ipynb").rename(klass / "right-notebook.ipynb")
+    for name, swap in (("right", {}), ("wrong", {"attention": wrong})):
+        folder = klass / f"{name}-py"
+        folder.mkdir()
+        for exercise in EXERCISES:
+            (folder / exercise.file).write_text(swap.get(exercise.id) or (SOLUTIONS / exercise.file).read_text())
+    notebooks = klass / "wrong-notebooks"
+    notebooks.mkdir()
+    _solutions_notebook(notebooks / "lab.ipynb", swap={"attention": wrong})
+    with zipfile.ZipFile(klass / "right-zipped.zip", "w") as archive:
+        archive.write(klass / "right-notebook.ipynb", "handin/lab.ipynb")
+    shutil.move(klass / "right-notebook.ipynb", tmp_path / "right-notebook.ipynb")
+    (klass / "right-notebook").mkdir()
+    shutil.move(tmp_path / "right-notebook.ipynb", klass / "right-notebook" / "lab.ipynb")
+
+    out = tmp_path / "out"
+    run = grader_cli.run("batch", str(klass), "--out", str(out), "--suite", "public", "--jobs", "2")
+    assert run.returncode == 0, run.describe()
+    scores = {p.stem: {e["id"]: e["score"] for e in json.loads(p.read_text())["exercises"]}
+              for p in out.glob("*.json") if p.stem != "summary"}
+    assert scores["right-notebook"] == scores["right-zipped"] == scores["right-py"]
+    assert sum(scores["right-py"].values()) == sum(e.points for e in EXERCISES)
+    assert scores["wrong-notebooks"] == scores["wrong-py"]
+    assert scores["wrong-py"]["attention"] < 10
+    report = json.loads((out / "right-notebook.json").read_text())
+    assert any("left out" in warning and "top-level statements" in warning for warning in report["warnings"])
