@@ -2,7 +2,8 @@
 
 The student distribution holds what a student needs to work and to grade themselves on the public
 tests; the autograder bundle adds the reference solutions and the hidden tests, for Gradescope or
-an instructor's machine. Everything is copied from a list: whatever is not named never ships.
+an instructor's machine. Everything is copied from a list: whatever is not named never ships. The
+student notebooks (notebooks/, one per exercise) are generated from the stubs that ship.
 
 Both carry a GitHub Actions workflow that grades the repository they are pushed to; the autograder
 bundle also carries Gradescope's `setup.sh` and `run_autograder` at its top. The three are kept as
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.grade.selection import kit_root
+from grader.student import notebooks
 
 
 class ReleaseError(ValueError):
@@ -81,4 +83,6 @@ def build(out: Path, *, autograder: bool = False, root: Path | None = None) -> l
         shutil.copyfile(source, out / target)
         if target in EXECUTABLE:
             (out / target).chmod(0o755)
-    return sorted(plan)
+    # The student notebooks are built from the stubs being shipped, never copied: they cannot drift from them.
+    written = notebooks.write_all(out / "exercises", out / notebooks.FOLDER)
+    return sorted([*plan, *(path.relative_to(out) for path in written)])

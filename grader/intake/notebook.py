@@ -23,6 +23,7 @@ MAX_NOTEBOOK_BYTES = 32 * 2**20  # outputs (plots) make notebooks large; only th
 OWNER = {name: exercise.file for exercise in EXERCISES for name in exercise.names}  # contract name -> its file
 CONSTANT_CALLS = frozenset({"float", "int", "bool", "str", "tuple", "frozenset", "range"})
 _MAGIC = re.compile(r"^(\s*)[%!].*$", re.MULTILINE)
+_USE = re.compile(r"^\s*%grader\s+use\s+(.+?)\s*$", re.MULTILINE)
 
 
 class NotebookError(ValueError):
@@ -79,12 +80,19 @@ def unreadable(data: bytes, *, name: str, why: str) -> Cell:
     return Cell(name, data[:MAX_NOTEBOOK_BYTES].decode("utf-8", errors="replace"), unreadable=why)
 
 
-def extract(found: list[Cell]) -> Extracted:
-    """Exercise files from `found` cells, in order (the last definition of a name wins)."""
-    definitions: dict[str, _Definition] = {}
-    imports: list[tuple[ast.stmt, str]] = []
-    left_out = 0
-    cells_left_out: set[str] = set()
+@dataclass
+class _Parsed:
+    """What the cells define, in order: the definitions that count, every import, what was left out."""
+
+    definitions: dict[str, _Definition] = field(default_factory=dict)
+    imports: list[tuple[ast.stmt, str]] = field(default_factory=list)
+    left_out: int = 0
+    cells_left_out: set[str] = field(default_factory=set)
+
+
+def _parse(found: list[Cell]) -> _Parsed:
+    parsed = _Parsed()
+    definitions = parsed.definitions
     for order, cell in enumerate(found):
         if cell.unreadable:
             for defined in _defined_in_text(cell.source, anywhere=True):
@@ -97,27 +105,50 @@ def extract(found: list[Cell]) -> Extracted:
             why = _syntax(cell.where, error)
             for defined in _defined_in_text(cell.source):
                 definitions[defined] = _Definition(defined, "", cell.where, (order, 0), broken=why)
-            cells_left_out.add(cell.where)
+            parsed.cells_left_out.add(cell.where)
             continue
         lines = source.splitlines(keepends=True)
         for statement in tree.body:
             if isinstance(statement, (ast.Import, ast.ImportFrom)):
-                imports.append((statement, _lines(lines, statement)))
+                parsed.imports.append((statement, _lines(lines, statement)))
             elif (name := _defined_name(statement)) is not None:
                 definitions[name] = _Definition(name, _lines(lines, statement), cell.where, (order, statement.lineno),
                                                 uses=frozenset(_names_used(statement)))
-            else:
-                left_out += 1
-                cells_left_out.add(cell.where)
+            elif not isinstance(statement, ast.Pass):  # a magic's line, already counted as a cell left out
+                parsed.left_out += 1
+                parsed.cells_left_out.add(cell.where)
+    return parsed
+
+
+def extract(found: list[Cell]) -> Extracted:
+    """Exercise files from `found` cells, in order (the last definition of a name wins)."""
+    parsed = _parse(found)
     extracted = Extracted()
     for exercise in EXERCISES:
-        roots = [definitions[name] for name in exercise.names if name in definitions]
+        roots = [parsed.definitions[name] for name in exercise.names if name in parsed.definitions]
         if roots:
-            extracted.files[exercise.file] = _file(exercise.file, roots, definitions, imports).encode()
-    taken = sum(1 for d in definitions.values() if d.code)
-    extracted.notes.append(f"from {len(found)} code cells: took {taken} definitions and the imports they use; "
-                           f"left out {left_out} top-level statements that run code (in {len(cells_left_out)} cells)")
+            extracted.files[exercise.file] = _file(exercise.file, roots, parsed.definitions, parsed.imports).encode()
+    taken = sum(1 for d in parsed.definitions.values() if d.code)
+    extracted.notes.append(
+        f"from {len(found)} code cells: took {taken} definitions and the imports they use; left out "
+        f"{parsed.left_out} top-level statements that run code (in {len(parsed.cells_left_out)} cells)")
     return extracted
+
+
+def script(found: list[Cell]) -> tuple[str, list[str]]:
+    """The imports and definitions of `found`, in order, as one script, and the names it defines: what
+    `%grader use` runs in a kernel. A definition whose cell does not parse raises ImportError there."""
+    parsed = _parse(found)
+    parts = list(dict.fromkeys(code for _, code in parsed.imports if not _is_future(_)))
+    for definition in sorted(parsed.definitions.values(), key=lambda d: d.order):
+        body = definition.code or f"raise ImportError({definition.broken!r})\n"
+        parts.append(f"\n# {definition.where}\n{body}")
+    return "".join(parts), [name for name, d in parsed.definitions.items() if d.code]
+
+
+def uses(found: list[Cell]) -> list[str]:
+    """The notebooks named by `%grader use ...` lines, in order: their definitions come before these cells'."""
+    return [name for cell in found for line in _USE.findall(cell.source) for name in line.split()]
 
 
 def _file(filename: str, roots: list[_Definition], definitions: dict[str, _Definition],

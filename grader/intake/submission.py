@@ -57,7 +57,7 @@ def load(path: Path) -> Submission:
     if path.is_dir():
         return _found(_from_folder(path), f"the folder {str(path)!r}", depth=f"up to {MAX_FOLDER_DEPTH} levels deep")
     if path.suffix.lower() == ".ipynb" and path.is_file():
-        return _found(_with_notebooks(Submission(path.stem, {}, folder="."), [(path.name, _read(path))]),
+        return _found(_with_notebooks(Submission(path.stem, {}, folder="."), _with_what_it_uses(path)),
                       path.name, depth="in its code cells")
     if zipfile.is_zipfile(path):
         return _found(_from_zip(path), path.name, depth="at any depth")
@@ -215,6 +215,23 @@ def _with_notebooks(loaded: Submission, notebooks: list[tuple[str, bytes]]) -> S
     notes = (*loaded.notes, *(f"{shown}: {note}" for note in made.notes))
     return replace(loaded, files={**loaded.files, **added}, notes=notes,
                    from_notebooks={**loaded.from_notebooks, **dict.fromkeys(added, shown)})
+
+
+def _with_what_it_uses(path: Path, seen: set[Path] | None = None) -> list[tuple[str, bytes]]:
+    """The notebook at `path`, after the notebooks its `%grader use` lines name (next to it), recursively."""
+    seen = seen if seen is not None else set()
+    seen.add(path.resolve())
+    data = _read(path)
+    try:
+        named = notebook.uses(notebook.cells(data, name=path.name))
+    except notebook.NotebookError:
+        named = []
+    found: list[tuple[str, bytes]] = []
+    for name in named:
+        used = path.parent / (name if name.endswith(".ipynb") else f"{name}.ipynb")
+        if used.is_file() and not used.is_symlink() and used.resolve() not in seen:
+            found += _with_what_it_uses(used, seen)
+    return [*found, (path.name, data)]
 
 
 def _notebooks_in(path: Path) -> list[Path]:

@@ -1,0 +1,164 @@
+"""`jupyter` checks from a notebook cell: `%grader check attention`, or `grader.check("attention")` in code.
+
+The grading runs in a `grader check` process of its own, exactly as on the command line (same sandbox,
+same report), never in the kernel: the kernel has run the student's cells, so nothing it holds is
+trusted, and a kernel lives for hours while pytest is made to run once per process. Its table and
+failures are shown in the cell as they appear; the report comes back as a `GradeReport`. Bad input
+raises `CheckError` with the command line's one-line message: a kernel is never asked to exit.
+
+What is graded: `submission=` (or `--submission`) when given; else the notebook the cell runs in, as
+saved (Jupyter tells its kernel where it is; VS Code too); else `exercises/`, as on the command line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import grader
+
+if TYPE_CHECKING:
+    from grader.grade.reports import GradeReport
+
+# Where the kernel learns which notebook it runs: Jupyter Server's environment, ipykernel's and VS Code's globals.
+NOTEBOOK_GLOBALS = ("__vsc_ipynb_file__", "__session__")
+EXIT_OK, EXIT_FAIL_UNDER, EXIT_USAGE = 0, 1, 2
+
+
+class CheckError(Exception):
+    """`grader check` refused its input (exit 2) or failed itself (exit 3); the message says what to do."""
+
+
+def this_notebook(namespace: dict[str, object] | None = None) -> Path | None:
+    """The saved notebook this kernel runs, when Jupyter (or VS Code) says which and it exists."""
+    said = [os.environ.get("JPY_SESSION_NAME", "")]
+    said += [str(namespace.get(name, "")) for name in NOTEBOOK_GLOBALS] if namespace else []
+    for candidate in said:
+        path = Path(candidate.removeprefix("file://"))
+        if path.suffix == ".ipynb" and path.is_file():
+            return path
+    return None
+
+
+def check(*exercises: str, submission: str | os.PathLike[str] | None = None, suite: str | None = None,
+          quick: bool = False, verbose: bool = False, timeout: float | None = None,
+          more: tuple[str, ...] = ()) -> GradeReport:
+    """Grade like `grader check EXERCISES...`, show the result here, return the report."""
+    arguments = ["check", *exercises]
+    arguments += ["--suite", suite] if suite else []
+    arguments += ["--quick"] if quick else []
+    arguments += ["-v"] if verbose else []
+    arguments += ["--timeout", str(timeout)] if timeout is not None else []
+    return run_check([*arguments, *more], submission=submission)
+
+
+def run_check(arguments: list[str], *, submission: str | os.PathLike[str] | None = None,
+              namespace: dict[str, object] | None = None) -> GradeReport:
+    """`grader check ARGUMENTS` in its own process, its output shown as it comes; the report it wrote."""
+    from grader.grade.reports import GradeReport
+
+    if "--submission" not in arguments:
+        chosen = Path(submission) if submission is not None else this_notebook(namespace)
+        arguments = [*arguments, *(["--submission", str(chosen)] if chosen is not None else [])]
+    with tempfile.TemporaryDirectory(prefix="grader-cell-") as folder:
+        report_path = Path(folder) / "report.json"
+        code, error = _run([*arguments, "--json", str(report_path)])
+        if code not in (EXIT_OK, EXIT_FAIL_UNDER) or not report_path.is_file():
+            raise CheckError(error or f"grader check stopped with exit code {code}")
+        return GradeReport.from_json_file(report_path)
+
+
+def _run(arguments: list[str]) -> tuple[int, str]:
+    """`python -m grader ARGUMENTS`, this very grader, its output printed here line by line; its exit code and
+    its one-line error, if any."""
+    package_root = str(Path(grader.__file__).resolve().parent.parent)
+    path = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else ""), "OMP_NUM_THREADS": "1",
+           "FORCE_COLOR": "1", "COLUMNS": os.environ.get("COLUMNS", "100"), "TTY_COMPATIBLE": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "grader", *arguments], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True, errors="replace")
+    assert process.stdout is not None and process.stderr is not None
+    for line in process.stdout:
+        print(line, end="", flush=True)
+    errors = process.stderr.read()
+    code = process.wait()
+    error = next((line.removeprefix("grader: error: ") for line in reversed(errors.splitlines())
+                  if line.startswith("grader: ")), "")
+    if errors and code in (EXIT_OK, EXIT_FAIL_UNDER):
+        print(errors, end="", file=sys.stderr, flush=True)  # warnings: an unisolated sandbox, left-out cells
+    return code, error
+
+
+def grader_magic(line: str, namespace: dict[str, object] | None = None) -> GradeReport | None:
+    """`%grader check attention [--suite public ...]`; `%grader use 01-attention` (see `use`); other commands
+    (`hint`, `list`) run as on the command line."""
+    try:
+        arguments = shlex.split(line)
+    except ValueError as error:
+        raise CheckError(f"cannot read the arguments ({error}): quote them as in a shell") from None
+    if arguments[:1] == ["use"]:
+        use(arguments[1:], namespace if namespace is not None else {})
+        return None
+    if not arguments or arguments[0] != "check":
+        code, error = _run(arguments)
+        if code >= EXIT_USAGE:
+            raise CheckError(error or f"grader {line} stopped with exit code {code}")
+        return None
+    return run_check(arguments, namespace=namespace)
+
+
+def use(names: list[str], namespace: dict[str, object]) -> list[str]:
+    """`%grader use 01-attention 02-masking`: run those notebooks' imports and definitions (nothing else) here.
+
+    They are found next to this notebook (or in the current folder), with what they use themselves first.
+    This runs the student's own code in the student's own kernel, as running those cells would.
+    """
+    from grader.intake import notebook
+
+    here = this_notebook(namespace)
+    folder = here.parent if here is not None else Path.cwd()
+    defined: list[str] = []
+    for path in _used_notebooks(names, folder, seen=set()):
+        try:
+            source, names_defined = notebook.script(notebook.cells(path.read_bytes(), name=path.name))
+        except (OSError, notebook.NotebookError) as error:
+            raise CheckError(f"cannot use {path.name}: {error}") from None
+        exec(compile(source, str(path), "exec"), namespace)
+        defined += names_defined
+        print(f"from {path.name}: {', '.join(names_defined) or 'no definitions'}")
+    return defined
+
+
+def _used_notebooks(names: list[str], folder: Path, *, seen: set[Path]) -> list[Path]:
+    from grader.intake import notebook
+
+    found: list[Path] = []
+    for name in names:
+        path = folder / (name if name.endswith(".ipynb") else f"{name}.ipynb")
+        if path.resolve() in seen:
+            continue
+        if not path.is_file():
+            raise CheckError(f"there is no notebook {path.name} in {folder}: `%grader use` names notebooks next to "
+                             "this one, without .ipynb (e.g. `%grader use 01-attention`)")
+        seen.add(path.resolve())
+        with contextlib.suppress(notebook.NotebookError, OSError):
+            found += _used_notebooks(notebook.uses(notebook.cells(path.read_bytes(), name=path.name)), folder,
+                                     seen=seen)
+        found.append(path)
+    return found
+
+
+def load_ipython_extension(ipython: object) -> None:
+    """`%load_ext grader`: the `%grader` line magic."""
+
+    def magic(line: str) -> GradeReport | None:
+        return grader_magic(line, getattr(ipython, "user_ns", None))
+
+    magic.__doc__ = grader_magic.__doc__
+    ipython.register_magic_function(magic, magic_kind="line", magic_name="grader")  # type: ignore[attr-defined]

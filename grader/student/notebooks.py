@@ -1,0 +1,113 @@
+"""`notebooks` writes one student notebook per exercise, generated from its stub in exercises/.
+
+Each notebook teaches what the stub teaches: the stub's docstring as Markdown, the stub itself as the
+code cell to fill in, a scratch cell (the attention one holds the course notes' worked example), and a
+last cell that checks the saved notebook in the sandbox. An exercise that builds on earlier ones loads
+their definitions from their notebooks (`%grader use`), in the kernel and when graded alike.
+
+They are generated, never edited by hand: `python -m grader.student.notebooks` rewrites notebooks/
+after a stub changes, and a kit test fails while they differ from a fresh build.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from grader.curriculum import EXERCISES, Exercise
+
+FOLDER = "notebooks"
+# The course notes' worked example (note 3): five tokens, four features each, attending to each other.
+WORKED_EXAMPLE = '''\
+# The worked example of the course notes: five tokens with four features each, used as their own
+# queries, keys and values. Row i of the weights says how much token i attends to each token.
+import torch
+
+x = torch.tensor([[1.0, 0.0, 1.0, 0.0],
+                  [0.0, 1.0, 0.0, 1.0],
+                  [1.0, 1.0, 0.0, 0.0],
+                  [0.0, 0.0, 1.0, 1.0],
+                  [1.0, 0.5, 0.5, 0.0]])
+output, weights = attention(x, x, x)
+print(weights)  # each row sums to 1; softmax(x @ x.T / 2) row by row
+'''
+SCRATCH = "# Try your code here: this cell is never graded, and neither is any other code that runs things.\n"
+_SIBLING_IMPORT = re.compile(r"^from \.(\w+) import [^\n]*\n", re.MULTILINE)
+
+
+def name_of(exercise: Exercise) -> str:
+    """`01-attention.ipynb`: the curriculum's order first, so that a folder lists them as students meet them."""
+    return f"{EXERCISES.index(exercise) + 1:02d}-{exercise.id}.ipynb"
+
+
+def build(exercise: Exercise, stub: str) -> nbformat.NotebookNode:
+    """The notebook of `exercise`, from the source of its stub."""
+    tree = ast.parse(stub)
+    docstring = ast.get_docstring(tree, clean=True) or exercise.id
+    title, _, teaching = docstring.partition("\n")
+    body = stub.splitlines(keepends=True)[tree.body[0].end_lineno:] if ast.get_docstring(tree) else stub
+    code = "".join(body).lstrip("\n")
+    used = [sibling for sibling in _SIBLING_IMPORT.findall(code) if sibling != "config"]
+    code = _SIBLING_IMPORT.sub(lambda m: "" if m.group(1) != "config" else m.group(0), code)
+    code = code.replace("from .config import", "from exercises.config import")
+    number = EXERCISES.index(exercise) + 1
+    cells = [
+        new_markdown_cell(f"# {number}. {title}\n\n{teaching.strip()}"),
+        new_markdown_cell(
+            f"Complete the code below: it is `exercises/{exercise.file}` of the kit, as a notebook. Run it, try it "
+            "in the scratch cell, then **save the notebook** and run the last cell: it grades the saved notebook "
+            f"in a sandbox, exactly as `grader check {exercise.id}` does. Only imports and definitions are graded; "
+            "code that runs things (prints, plots, training) is left out."),
+    ]
+    if used:
+        notebooks = " ".join(name_of(_by_id(sibling)).removesuffix(".ipynb") for sibling in used)
+        cells += [
+            new_markdown_cell("This exercise builds on earlier ones. The next cell loads your definitions from "
+                              "their notebooks (definitions only: nothing else in them runs), here and when graded."),
+            new_code_cell(f"%load_ext grader\n%grader use {notebooks}"),
+        ]
+    cells += [
+        new_code_cell(code.rstrip("\n")),
+        new_code_cell((WORKED_EXAMPLE if exercise.id == "attention" else SCRATCH).rstrip("\n")),
+        new_markdown_cell("## Check\n\nSave the notebook first: the check grades what is saved."),
+        new_code_cell(f"%load_ext grader\n%grader check {exercise.id}"),
+    ]
+    notebook = new_notebook(cells=cells, metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python"},
+    })
+    for index, cell in enumerate(notebook.cells):
+        cell["id"] = f"{exercise.id.replace('_', '-')}-{index}"  # stable ids: a rebuild is byte-identical
+    return notebook
+
+
+def build_all(exercises: Path) -> dict[str, str]:
+    """Every exercise's notebook, by file name, as the text `nbformat` writes."""
+    return {name_of(exercise): nbformat.writes(build(exercise, (exercises / exercise.file).read_text())) + "\n"
+            for exercise in EXERCISES}
+
+
+def write_all(exercises: Path, into: Path) -> list[Path]:
+    into.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in build_all(exercises).items():
+        (into / name).write_text(text)
+        written.append(into / name)
+    return written
+
+
+def _by_id(exercise_id: str) -> Exercise:
+    return next(exercise for exercise in EXERCISES if exercise.id == exercise_id)
+
+
+if __name__ == "__main__":
+    from grader.grade.selection import kit_root
+
+    root = kit_root()
+    for path in write_all(root / "exercises", root / FOLDER):
+        print(path.relative_to(root), file=sys.stdout)

@@ -1,0 +1,107 @@
+"""The student notebooks: generated from the stubs, so they cannot drift; run in a real kernel, they check
+the saved notebook from their last cell and show what a student needs to read.
+
+These tests start Jupyter kernels (nbclient and ipykernel, the dev extra), as a student's Jupyter does.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader.curriculum import BY_ID
+from grader.release import build
+from grader.student import notebooks
+
+REPO = Path(__file__).resolve().parents[2]
+KERNEL_TIMEOUT_S = 240
+
+
+def test_the_committed_notebooks_are_a_fresh_build_of_the_stubs():
+    built = notebooks.build_all(REPO / "exercises")
+    committed = {path.name: path.read_text() for path in (REPO / notebooks.FOLDER).glob("*.ipynb")}
+    assert set(committed) == set(built)
+    stale = [name for name, text in built.items() if committed[name] != text]
+    assert not stale, f"{stale} differ from the stubs: run `python -m grader.student.notebooks` and commit"
+
+
+def test_each_notebook_teaches_its_stub_and_ends_with_the_check():
+    for exercise in BY_ID.values():
+        stub = (REPO / "exercises" / exercise.file).read_text()
+        notebook = nbformat.reads(notebooks.build_all(REPO / "exercises")[notebooks.name_of(exercise)], 4)
+        nbformat.validate(notebook)
+        first_line = stub.split('"""')[1].splitlines()[0]
+        assert first_line in notebook.cells[0].source
+        code = [cell.source for cell in notebook.cells if cell.cell_type == "code"]
+        assert any(f"class {name}" in c or f"def {name}" in c for c in code for name in exercise.names)
+        assert code[-1].endswith(f"%grader check {exercise.id}")
+        assert not any("from ." in c for c in code), "a notebook cell cannot import relatively"
+
+
+def test_the_student_release_ships_the_notebooks(tmp_path: Path):
+    written = build(tmp_path / "student")
+    assert sorted(p.name for p in written if p.parts[0] == notebooks.FOLDER) == sorted(
+        notebooks.name_of(e) for e in BY_ID.values())
+
+
+def _run(path: Path) -> nbformat.NotebookNode:
+    """Run the saved notebook at `path` in a fresh kernel, as a student's Jupyter would, errors and all."""
+    nbclient = pytest.importorskip("nbclient")
+    notebook = nbformat.read(path, 4)
+    client = nbclient.NotebookClient(notebook, timeout=KERNEL_TIMEOUT_S, kernel_name="python3", allow_errors=True,
+                                     resources={"metadata": {"path": str(path.parent)}})
+    env = {**os.environ, "JPY_SESSION_NAME": str(path), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    client.execute(env=env, cwd=str(path.parent))
+    return notebook
+
+
+def _text(cell: nbformat.NotebookNode) -> str:
+    return "".join(output.get("text", "") + str(output.get("data", {}).get("text/plain", ""))
+                   + "".join(output.get("traceback", [])) for output in cell.outputs)
+
+
+@pytest.mark.slow
+def test_an_untouched_notebook_shows_the_next_step_and_a_filled_one_full_marks(tmp_path: Path):
+    folder = tmp_path / "notebooks"
+    notebooks.write_all(REPO / "exercises", folder)
+    path = folder / notebooks.name_of(BY_ID["attention"])
+
+    untouched = _run(path)
+    last = _text(untouched.cells[-1])
+    assert "0/10" in last and "attention" in last, last
+
+    filled = nbformat.read(path, 4)
+    stub_cell = next(c for c in filled.cells if c.cell_type == "code" and "def attention" in c.source)
+    stub_cell.source = (REPO / "solutions" / "attention.py").read_text()
+    filled.cells.insert(filled.cells.index(stub_cell) + 1, nbformat.v4.new_code_cell("print('an experiment')"))
+    nbformat.write(filled, path)
+    done = _run(path)
+    example = next(c for c in done.cells if c.cell_type == "code" and "worked example" in c.source)
+    assert "tensor(" in _text(example)
+    last = _text(done.cells[-1])
+    assert "10/10" in last and "Error" not in last, last
+
+
+@pytest.mark.slow
+def test_a_notebook_that_builds_on_others_uses_their_definitions_in_the_kernel_and_when_graded(tmp_path: Path):
+    folder = tmp_path / "notebooks"
+    notebooks.write_all(REPO / "exercises", folder)
+    for exercise_id in ("masking", "multi_head_attention"):
+        path = folder / notebooks.name_of(BY_ID[exercise_id])
+        filled = nbformat.read(path, 4)
+        stub_cell = next(c for c in filled.cells if (c.cell_type == "code" and f"def {BY_ID[exercise_id].names[0]}"
+                         in c.source) or f"class {BY_ID[exercise_id].names[0]}" in c.source)
+        source = (REPO / "solutions" / BY_ID[exercise_id].file).read_text()
+        stub_cell.source = source.replace("from .config import", "from exercises.config import").replace(
+            "from .masking import causal_mask\n", "")
+        nbformat.write(filled, path)
+    shutil.copy(REPO / "solutions" / "attention.py", tmp_path / "unused.py")  # nothing reads stray files
+    done = _run(folder / notebooks.name_of(BY_ID["multi_head_attention"]))
+    use_cell = next(c for c in done.cells if c.cell_type == "code" and "%grader use" in c.source)
+    assert "from 02-masking.ipynb:" in _text(use_cell) and "causal_mask" in _text(use_cell)
+    last = _text(done.cells[-1])
+    assert "15/15" in last, last
