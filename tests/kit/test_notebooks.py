@@ -70,7 +70,7 @@ def test_only_definitions_and_the_imports_they_use_are_taken():
         assert kept in source
     for left_out in ("import torch", "matplotlib", "print", "/etc/passwd", "train_for_an_hour", "randn"):
         assert left_out not in source
-    assert re.search(r"left out [6-9] top-level statements that run code \(in 2 cells\)", made.notes[0]), made.notes
+    assert "left out 5 top-level statements that run code (in 2 cells)" in made.notes[0], made.notes
     compile(source, "attention.py", "exec")
 
 
