@@ -4,7 +4,7 @@ The checks live in `grader.judge.checks`; the failures a call into the submissio
 `grader.host.remote`; the capstone's task (shared with the worker) in `grader.inside.shared.capstone`.
 """
 
-from grader.host.remote import NotImplementedYet, SubmissionFailure
+from grader.host.failures import NotImplementedYet, SubmissionFailure
 from grader.inside.shared.capstone import FIRST_DATA_TOKEN, copy_batch, derangement, greedy_copy, shifted
 from grader.judge.checks import (
     EPS32,

@@ -34,7 +34,7 @@ from grader import __version__
 from grader.curriculum import BY_ID
 from grader.grade.reports import SCHEMA, atomic_path, write_json
 from grader.grade.selection import Selection, kit_root
-from grader.host.sandbox import remove_stale_stages
+from grader.host.scratch import remove_stale_stages
 from grader.inside.shared import processes
 from grader.intake.submission import SubmissionInputError, load
 from grader.text import clean, id_of, spreadsheet_cell

@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from grader.host import sandbox, tiers
-from grader.host.sandbox import Client, Limits, Sandbox, WorkerStartError
+from grader.host.limits import Limits, WorkerStartError
+from grader.host.sandbox import Sandbox
+from grader.host.workers import Client
 from grader.inside.shared import processes
 from grader.intake.submission import Submission
 

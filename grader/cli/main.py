@@ -32,7 +32,7 @@ from grader.curriculum import BY_ID, EXERCISES
 from grader.grade.reports import HIDDEN_VISIBILITY, VISIBILITIES, GradeReport, to_exercism, to_gradescope, write_json
 from grader.grade.selection import Selection, UsageError, hidden_installed, kit_root, select
 from grader.host import tiers
-from grader.host.sandbox import Limits, WorkerStartError
+from grader.host.limits import Limits, WorkerStartError
 from grader.host.session import GradingSession, resolve_device
 from grader.host.tiers import IsolationRefused
 from grader.intake.submission import Submission, SubmissionInputError

@@ -22,8 +22,8 @@ from grader.grade import scoring
 from grader.grade.reports import GradeReport
 from grader.grade.selection import Selection, kit_root
 from grader.host import tiers
-from grader.host.remote import Budget
-from grader.host.sandbox import Limits, WorkerStartError
+from grader.host.failures import Budget
+from grader.host.limits import Limits, WorkerStartError
 from grader.host.session import GradingSession
 from grader.judge.plugin import PreparedSession
 

@@ -8,11 +8,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grader.host import tiers
-from grader.host.sandbox import Client, Limits, Sandbox, WorkerProcess, remove_stale_stages
+from grader.host.limits import Limits
+from grader.host.sandbox import Sandbox
+from grader.host.scratch import remove_stale_stages
+from grader.host.workers import Client, WorkerProcess
 from grader.intake import submission as submissions
 
 if TYPE_CHECKING:
-    from grader.host.remote import Connection, RemoteSubmission
+    from grader.host.connection import Connection
+    from grader.host.remote import RemoteSubmission
 
 
 def refuse_unavailable_device(requested: str) -> None:
@@ -59,21 +63,21 @@ def start_sandbox(loaded: submissions.Submission, *, device: str, limits: Limits
     IsolationRefused when that is `none` and there is something to `protect` (see `tiers`).
     """
     choice = tiers.refuse_unless_isolated(why=protect, allowed=allow_unisolated)
-    zygote = Sandbox(device=device, limits=limits, tier=choice.tier)
+    sandbox = Sandbox(device=device, limits=limits, tier=choice.tier)
     try:
-        return zygote, zygote.connect(loaded)
+        return sandbox, sandbox.connect(loaded)
     except BaseException:
-        zygote.close()
+        sandbox.close()
         raise
 
 
 @dataclass
 class Workers:
-    """Starts one submission's workers from a zygote; starts a sandbox of its own if that one was killed."""
+    """Starts one submission's workers from a sandbox's zygote; starts a sandbox of its own if that one was killed."""
 
     submission: submissions.Submission
     device: str
-    zygote: Sandbox
+    sandbox: Sandbox
     client: Client
     owned: list[Sandbox] = field(default_factory=list)
     protect: str = ""  # what an unisolated sandbox would expose (refused then), see `tiers`
@@ -81,22 +85,22 @@ class Workers:
 
     def start(self, *, fresh: bool = False) -> WorkerProcess:
         """A new worker; in a new sandbox when the current one died, or when `fresh`."""
-        if fresh or not self.zygote.alive():
+        if fresh or not self.sandbox.alive():
             self.client.close()
-            self.zygote, self.client = start_sandbox(self.submission, device=self.device, limits=self.zygote.limits,
-                                                     protect=self.protect, allow_unisolated=self.allow_unisolated)
-            self.owned.append(self.zygote)
+            self.sandbox, self.client = start_sandbox(self.submission, device=self.device, limits=self.sandbox.limits,
+                                                      protect=self.protect, allow_unisolated=self.allow_unisolated)
+            self.owned.append(self.sandbox)
         return self.client.spawn()
 
     @property
     def used(self) -> list[Sandbox]:
         """Every sandbox this submission's workers ran in: the current one, and those it started (or was given)."""
-        return list(dict.fromkeys([self.zygote, *self.owned]))
+        return list(dict.fromkeys([self.sandbox, *self.owned]))
 
     def close(self) -> None:
         self.client.close()
-        for zygote in self.owned:
-            zygote.close()
+        for sandbox in self.owned:
+            sandbox.close()
 
 
 @dataclass
@@ -122,26 +126,26 @@ class GradingSession:
         limits = limits or Limits.from_environment()
         loaded = submissions.load(path)
         remove_stale_stages()
-        zygote, client = start_sandbox(loaded, device=device, limits=limits, protect=protect,
-                                       allow_unisolated=allow_unisolated)
+        sandbox, client = start_sandbox(loaded, device=device, limits=limits, protect=protect,
+                                        allow_unisolated=allow_unisolated)
         try:
-            session = cls.around(path, loaded, zygote, client, device=device, opened_at=opened_at)
+            session = cls.around(path, loaded, sandbox, client, device=device, opened_at=opened_at)
             session.workers.protect, session.workers.allow_unisolated = protect, allow_unisolated
         except BaseException:
-            zygote.close()
+            sandbox.close()
             raise
-        session.workers.owned.append(zygote)
+        session.workers.owned.append(sandbox)
         return session
 
     @classmethod
-    def around(cls, path: Path, loaded: submissions.Submission, zygote: Sandbox, client: Client, *, device: str,
+    def around(cls, path: Path, loaded: submissions.Submission, sandbox: Sandbox, client: Client, *, device: str,
                opened_at: float | None = None) -> GradingSession:
-        """A session on a zygote already connected to `loaded`; asks for its first worker at once."""
-        workers = Workers(loaded, device, zygote, client)
+        """A session on a sandbox already connected to `loaded`; asks for its first worker at once."""
+        workers = Workers(loaded, device, sandbox, client)
         first = workers.start()
         try:
             device = resolve_device(device)
-            from grader.host.remote import Connection
+            from grader.host.connection import Connection
             from grader.inside.shared import protocol
 
             protocol.preflight()
@@ -149,21 +153,21 @@ class GradingSession:
             first.kill()
             workers.close()
             raise
-        connection = Connection(workers.start, zygote.limits, restart=lambda: workers.start(fresh=True),
+        connection = Connection(workers.start, sandbox.limits, restart=lambda: workers.start(fresh=True),
                                 missing_files=loaded.missing, process=first, generation=1)
-        return cls(path, loaded, device, zygote.limits, workers, connection,
+        return cls(path, loaded, device, sandbox.limits, workers, connection,
                    opened_at if opened_at is not None else time.monotonic())
 
     @property
     def tier(self) -> str:
         """The weakest tier any of this run's sandboxes had."""
-        return max((zygote.tier for zygote in self.workers.used), key=tiers.TIERS.index)
+        return max((sandbox.tier for sandbox in self.workers.used), key=tiers.TIERS.index)
 
     def exposed(self) -> list[str]:
         """What the self-tests of this run's sandboxes of its weakest tier found a worker could do (only the
         `none` tier goes on; a stronger sandbox that failed is named in the warning on the tier)."""
-        zygotes = [z for z in self.workers.used if z.tier == self.tier]
-        return list(dict.fromkeys(what for zygote in zygotes for what in zygote.exposed))
+        weakest = [s for s in self.workers.used if s.tier == self.tier]
+        return list(dict.fromkeys(what for sandbox in weakest for what in sandbox.exposed))
 
     def impl(self) -> RemoteSubmission:
         from grader.host.remote import RemoteSubmission
@@ -173,6 +177,6 @@ class GradingSession:
     def close(self) -> None:
         # A bubblewrap sandbox of this session's own dies whole with its PID namespace in workers.close(): no need
         # to wait for its worker first (0.4 s of a `grader check`). Elsewhere the zygote kills the worker's tree first.
-        zygote = self.workers.zygote
-        self.connection.close(wait=not (zygote in self.workers.owned and zygote.tier == "bubblewrap"))
+        sandbox = self.workers.sandbox
+        self.connection.close(wait=not (sandbox in self.workers.owned and sandbox.tier == "bubblewrap"))
         self.workers.close()

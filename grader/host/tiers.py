@@ -1,6 +1,6 @@
 """`tiers` decides how strongly this machine can isolate a submission, strongest first, and says why not more.
 
-- `bubblewrap`: namespaces (see `sandbox`): the sandbox sees only Python and its own copy of the
+- `bubblewrap`: namespaces (see `sandbox` and `bubblewrap`): the sandbox sees only Python and its own copy of the
   submission, as uid 65534 with no capability.
 - `user`: the grader is root but cannot create namespaces (Docker's default seccomp profile,
   Gradescope, most CI). The sandbox runs as uid/gid 65534, which drops every capability; its
@@ -65,7 +65,7 @@ def requested() -> str:
 @functools.cache
 def choose() -> Choice:
     """The strongest tier that works here, or that GRADER_SANDBOX leaves (a misspelt one is a usage error)."""
-    from grader.host.sandbox import bwrap_problem
+    from grader.host.bubblewrap import bwrap_problem
 
     wanted = requested()
     skipped = f"GRADER_SANDBOX={wanted} is set"
@@ -166,11 +166,11 @@ def user_problem() -> str | None:
     if problem is not None:
         return f"workers cannot be kept off the network: {problem}"
     # As uid 65534: Python must be reachable, and (without Landlock) no secret may be.
-    from grader.host.sandbox import _python_paths, stage_parent
+    from grader.host.bubblewrap import python_paths, stage_parent
 
-    reach = [sys.executable, *_python_paths(), stage_parent()]
+    reach = [sys.executable, *python_paths(), stage_parent()]
     # An installed copy of the kit in site-packages counts too (Landlock hides it; bubblewrap covers it).
-    installed = [str(Path(site) / name) for site in _python_paths() for name in KIT_PACKAGES[:2]
+    installed = [str(Path(site) / name) for site in python_paths() for name in KIT_PACKAGES[:2]
                  if (Path(site) / name).is_dir()]
     hidden = [] if landlock_abi() else [*secrets(), *installed]
     check = ('for p; do case $p in +*) p=${p#+}; [ -x "$p" ] || { echo "cannot reach $p: let others cross it and the '
@@ -187,7 +187,6 @@ def user_problem() -> str | None:
         said = probe.stdout.strip() or probe.stderr.strip() or f"the probe as uid {SANDBOX_UID} failed"
         return said.splitlines()[-1]
     return None
-
 
 
 SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sys", "/dev")

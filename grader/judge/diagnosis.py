@@ -28,7 +28,8 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from grader.host.remote import NotImplementedYet, Remote, SubmissionFailure, WorkerCrash
+from grader.host.failures import NotImplementedYet, SubmissionFailure, WorkerCrash
+from grader.host.remote import Remote
 from grader.inside.shared import probes as kit_probes
 from grader.judge.checks import EPS32, count_ops, describe, manual_seed
 

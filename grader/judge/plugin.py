@@ -28,14 +28,8 @@ import torch
 
 from grader.curriculum import BY_ID, exercise_of_test_file, prerequisites
 from grader.grade.selection import kit_root
-from grader.host.remote import (
-    Budget,
-    BudgetExhausted,
-    NotImplementedYet,
-    RemoteSubmission,
-    SubmissionFailure,
-    WorkerCrash,
-)
+from grader.host.failures import Budget, BudgetExhausted, NotImplementedYet, SubmissionFailure, WorkerCrash
+from grader.host.remote import RemoteSubmission
 from grader.host.session import GradingSession
 from grader.inside.shared import TEST_MODULES
 from grader.judge.checks import manual_seed

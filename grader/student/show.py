@@ -78,7 +78,7 @@ def expected_weights() -> tuple[torch.Tensor, torch.Tensor]:
 
 def collect(submission: Path) -> tuple[Heatmap, Heatmap]:
     """Run the two examples through the submission's worker; failures become one-line problems."""
-    from grader.host.remote import SubmissionFailure
+    from grader.host.failures import SubmissionFailure
 
     plain, causal = expected_weights()
     x = example()
@@ -120,7 +120,7 @@ def _weights_of_pair(value: Any) -> Any:
 
 
 def _explain(function: str, exercise: str, error: Exception, where: str) -> str:
-    from grader.host.remote import NotImplementedYet
+    from grader.host.failures import NotImplementedYet
 
     if isinstance(error, NotImplementedYet):
         return (f"{function} is not implemented yet: fill in {where}, "

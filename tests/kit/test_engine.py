@@ -22,8 +22,10 @@ from grader.grade.reports import GradeReport, to_exercism, to_gradescope, write_
 from grader.grade.scoring import score
 from grader.grade.selection import UsageError, select
 from grader.host import tiers
-from grader.host.remote import NotImplementedYet, SubmissionFailure, WorkerCrash
-from grader.host.sandbox import Limits, Sandbox, bwrap_problem
+from grader.host.bubblewrap import bwrap_problem
+from grader.host.failures import NotImplementedYet, SubmissionFailure, WorkerCrash
+from grader.host.limits import Limits
+from grader.host.sandbox import Sandbox
 from grader.host.session import GradingSession
 from grader.inside.shared import protocol
 from grader.intake.submission import SubmissionInputError, load
@@ -431,7 +433,7 @@ def test_a_worker_cannot_signal_its_zygote_and_a_zygote_killed_costs_one_call(tm
         output, _ = impl.attention.attention(q, q, q)
         assert output.shape == (2, 3, 4) and len(session.workers.owned) == 1, "the zygote was signalled"
         # The sandbox dies under the worker (the machine's doing, not the submission's): one call fails.
-        zygote = psutil.Process(session.workers.zygote.process.pid)
+        zygote = psutil.Process(session.workers.sandbox.process.pid)
         for process in [zygote, *zygote.children(recursive=True)]:
             process.kill()
         with pytest.raises(WorkerCrash):

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from grader.host.sandbox import bwrap_problem
+from grader.host.bubblewrap import bwrap_problem
 
 FORGERY = Path(__file__).resolve().parent / "submissions" / "forgery"
 BASELINE = "protocol_baseline"

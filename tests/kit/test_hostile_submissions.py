@@ -83,7 +83,7 @@ class HostileRun:
 
 
 def _tier_problem(tier: str) -> str | None:
-    from grader.host.sandbox import bwrap_problem
+    from grader.host.bubblewrap import bwrap_problem
 
     if tier == "bubblewrap":
         return bwrap_problem()

@@ -14,8 +14,8 @@ import pytest
 import torch
 from safetensors.torch import save as save_tensors
 
-from grader.host.remote import WorkerCrash
-from grader.host.sandbox import Limits
+from grader.host.failures import WorkerCrash
+from grader.host.limits import Limits
 from grader.host.session import GradingSession
 from grader.inside.shared import protocol
 

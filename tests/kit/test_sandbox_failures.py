@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.host.sandbox import bwrap_problem, kill_tree
+from grader.host.bubblewrap import bwrap_problem
 from grader.host.session import GradingSession
+from grader.host.trees import kill_tree
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -139,7 +140,7 @@ def test_a_worker_whose_sandbox_died_before_it_started_is_retried_in_a_fresh_san
     session = GradingSession.open(REPO / "solutions", device="cpu")
     try:
         # kill_tree, not one pass over the children: a process bwrap forks while we list them would escape.
-        assert kill_tree(session.workers.zygote.process.pid), "the sandbox could not be killed"
+        assert kill_tree(session.workers.sandbox.process.pid), "the sandbox could not be killed"
         q = torch.randn(2, 3, 4)
         output, _ = session.impl().attention.attention(q, q, q)
         assert output.shape == (2, 3, 4)

@@ -1,0 +1,230 @@
+"""`connection` is the trusted side's link to one submission's worker: requests, restarts, strikes, a time budget.
+
+A crash, a timeout, a reply that breaks the protocol or an exception in student code becomes a
+`SubmissionFailure` (see `failures`); objects that cannot travel come back as `Remote` handles.
+A `Budget` bounds the whole run: each call gets at most what is left of it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from grader.host.failures import Budget, BudgetExhausted, SubmissionFailure, WorkerCrash, submission_failure
+from grader.host.limits import Limits, WorkerGone, WorkerStartError, WorkerTimeout
+from grader.host.remote import Remote
+from grader.host.workers import WorkerProcess
+from grader.inside.shared import TEST_MODULES, protocol
+
+MAX_STRIKES = 2  # after this many crashes or timeouts in one function, stop calling it
+
+
+@dataclass
+class Connection:
+    """The trusted side's link to one worker; starts it lazily and again after every crash."""
+
+    start: Callable[[], WorkerProcess]
+    limits: Limits
+    # Starts a worker in a fresh sandbox: tried once when a worker cannot start in the current one.
+    restart: Callable[[], WorkerProcess] | None = None
+    # Set once the sandbox failed twice: the run is then the grader's failure, not the submission's.
+    sandbox_failure: str | None = None
+    missing_files: frozenset[str] = frozenset()
+    call_timeout_s: float | None = None
+    budget: Budget | None = None
+    process: WorkerProcess | None = None
+    generation: int = 0
+    _strikes: Counter[str] = field(default_factory=Counter)
+    _broken_imports: dict[str, str] = field(default_factory=dict)
+    # Modules and their attributes (functions, classes, sub-packages) are looked up once per worker:
+    # each lookup is a round trip, and every test starts with a few. Their handles outlive release_all.
+    _modules: dict[str, Remote] = field(default_factory=dict)
+    _attributes: dict[tuple[int, str], Any] = field(default_factory=dict)
+    _release_pending: bool = False
+
+    def ensure_started(self) -> WorkerProcess:
+        if self.process is None:
+            return self._use(self.start())
+        return self.process
+
+    def _use(self, process: WorkerProcess) -> WorkerProcess:
+        """Take a new worker into use: the handles of the previous one mean nothing to it."""
+        self.process = process
+        self.generation += 1
+        self._modules.clear()
+        self._attributes.clear()
+        self._release_pending = False
+        return process
+
+    def close(self, *, wait: bool = True) -> None:
+        """Kill the worker; without `wait` only ask the zygote to (the caller kills the whole sandbox next)."""
+        if self.process is not None:
+            self.process.kill(wait=wait)
+            self.process = None
+
+    def output_marks(self) -> tuple[int, int]:
+        process = self.ensure_started()
+        return process.stdout.mark(), process.stderr.mark()
+
+    def printed_since(self, marks: tuple[int, int]) -> str:
+        if self.process is None:
+            return ""
+        out, err = self.process.stdout.since(marks[0]), self.process.stderr.since(marks[1])
+        return (out + err).strip()
+
+    # --- requests ------------------------------------------------------------------------------
+
+    def request(self, header: dict[str, Any], tensors: dict[str, torch.Tensor], *, what: str) -> Any:
+        per_call = self.call_timeout_s or self.limits.call_timeout_s
+        left = self.budget.remaining() if self.budget is not None else math.inf
+        if self.budget is not None and left <= 0:
+            self.budget.used_up = True
+            raise BudgetExhausted(f"{self.budget.message} before {what} was called: this test was not finished")
+        if self._strikes[what] >= MAX_STRIKES:
+            raise WorkerCrash(f"{what} was not called again: it already crashed or timed out {MAX_STRIKES} times")
+        process = self._ready_worker()
+        if self._release_pending:  # the previous test's objects go with this request, not in a round trip of their own
+            header = {**header, "release_first": self._kept_handles()}
+            self._release_pending = False
+        timeout = min(per_call, left)
+        try:
+            reply, reply_tensors = process.exchange(header, tensors, timeout_s=timeout)
+        except WorkerTimeout as problem:
+            if self.budget is not None and timeout < per_call:
+                # The run's budget, not this function, ran out: no strike, and no talk of endless loops.
+                self._lost(what, strike=False)
+                self.budget.used_up = True
+                raise BudgetExhausted(
+                    f"{self.budget.message} while {what} was running: the grader stopped it {timeout:.3g} s into "
+                    f"the call (under the {per_call:g} s per-call limit), and the tests left were not run"
+                ) from None
+            self._lost(what)
+            raise WorkerCrash(f"{problem} in {what}: look for an endless loop; the worker was restarted") from None
+        except WorkerGone as problem:
+            self._lost(what)
+            raise WorkerCrash(f"{problem} in {what}; the worker was restarted{self._stderr_tail(process)}") from None
+        except protocol.ProtocolError as error:  # exchange killed the worker: no later reply can answer anything
+            raise self._broke_protocol(what, error) from None
+        if not reply["ok"]:
+            raise submission_failure(reply["error"], what, self.limits)
+        decoder = protocol.Decoder(reply_tensors, self._remote, place=_place)
+        try:
+            return decoder.decode(reply["value"])
+        except protocol.ProtocolError as error:
+            raise self._broke_protocol(what, error) from None
+
+    def _broke_protocol(self, what: str, error: protocol.ProtocolError) -> WorkerCrash:
+        """A reply the grader cannot take (forged, stale, malformed): only code in the worker writes one."""
+        self._lost(what)
+        return WorkerCrash(f"{what} broke the grader's protocol ({error}): the worker was restarted")
+
+    def _ready_worker(self) -> WorkerProcess:
+        """A worker that said hello; one that cannot start is retried once in a fresh sandbox."""
+        if self.sandbox_failure is not None:
+            raise WorkerStartError(self.sandbox_failure)
+        for attempt in (1, 2):
+            process = self.ensure_started()
+            try:
+                process.wait_ready()
+                return process
+            except WorkerStartError as problem:
+                process.kill()
+                self.process = None
+                if attempt == 2 or self.restart is None:
+                    self.sandbox_failure = str(problem)
+                    raise
+                self._use(self.restart())
+        raise AssertionError("unreachable")
+
+    def _lost(self, what: str, *, strike: bool = True) -> None:
+        if strike:
+            self._strikes[what] += 1
+        if self.process is not None:
+            self.process.kill()
+        self.process = None
+
+    def _stderr_tail(self, process: WorkerProcess) -> str:
+        tail = process.stderr.since(0).strip()
+        if not tail:
+            return ""
+        lines = tail.splitlines()[-8:]
+        return "\nLast lines on stderr:\n" + "\n".join(lines)
+
+    def _remote(self, value: dict[str, Any]) -> Remote:
+        # The Decoder checked that the handle is an int and the type and kind strings.
+        name = value.get("type", "object")[:200].rsplit(".", 1)[-1]
+        return Remote(self, value["$handle"], self.generation, name, value.get("kind", "object"))
+
+    def encode(self, args: Any) -> tuple[Any, dict[str, torch.Tensor]]:
+        def on_object(obj: Any) -> dict[str, Any]:
+            if isinstance(obj, Remote):
+                obj._check_alive()
+                return {"$handle": obj._handle}
+            raise TypeError(f"a {type(obj).__name__} cannot be sent to the submission: build it there instead")
+
+        encoder = protocol.Encoder(on_object)
+        return encoder.encode(args), encoder.tensors
+
+    # --- what tests use ------------------------------------------------------------------------
+
+    def import_module(self, name: str) -> Remote:
+        what = f"importing {name}" if name == "torch" or name in TEST_MODULES else f"importing {name}.py"
+        if name in self._broken_imports:
+            raise SubmissionFailure(self._broken_imports[name])
+        if f"{name}.py" in self.missing_files:
+            raise SubmissionFailure(f"{name}.py was not found in the submission")
+        self.ensure_started()
+        if name in self._modules:
+            return self._modules[name]
+        try:
+            module = self.request({"op": "import", "name": name}, {}, what=what)
+        except BudgetExhausted:
+            raise  # the import itself may be fine: nothing to remember
+        except SubmissionFailure as failure:
+            self._broken_imports[name] = str(failure)
+            raise
+        if isinstance(module, Remote):
+            self._modules[name] = module
+        return module
+
+    def module_attribute(self, module: Remote, name: str) -> Any:
+        """`module.name`, asked of the worker once: a module's functions and classes are what tests look up."""
+        key = (module._handle, name)
+        if key not in self._attributes:
+            self._attributes[key] = self.request(
+                {"op": "getattr", "target": module._handle, "name": name}, {}, what=f"{module._name}.{name}"
+            )
+        return self._attributes[key]
+
+    def call(self, target: Remote, args: tuple[Any, ...], kwargs: dict[str, Any], *, mode: str = "plain",
+             **extra: Any) -> Any:
+        payload, tensors = self.encode({"args": list(args), "kwargs": kwargs, **extra})
+        header = {"op": "call", "target": target._handle, "mode": mode}
+        # The encoded dict is {"$dict": [[key, value], ...]}; the worker wants the fields flat.
+        header.update({key: value for key, value in payload["$dict"]})
+        return self.request(header, tensors, what=f"{target._name}()")
+
+    def release_all(self) -> None:
+        """Let the worker drop every object the trusted side holds a handle on, but modules and their attributes.
+
+        Sent with the next request rather than on its own: one round trip fewer for each test.
+        """
+        self._release_pending = self.process is not None
+
+    def _kept_handles(self) -> list[int]:
+        kept = [*self._modules.values(), *self._attributes.values()]
+        return sorted({value._handle for value in kept if isinstance(value, Remote)})
+
+
+def _place(tensor: torch.Tensor, device: str, requires_grad: bool) -> torch.Tensor:
+    device = protocol.parse_device(device)
+    if device != "cpu" and not torch.cuda.is_available():
+        raise protocol.ProtocolError(f"a tensor arrived on {device}, but this process has no CUDA")
+    if device.startswith("cuda:") and int(device[5:]) >= torch.cuda.device_count():
+        raise protocol.ProtocolError(f"a tensor arrived on {device}, a GPU this machine does not have")
+    return tensor.to(device)

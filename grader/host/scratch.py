@@ -1,0 +1,98 @@
+"""`scratch` removes what sandboxes leave behind: their scratch space, their stages, their files in shared folders."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from grader.host.limits import WorkerStartError
+from grader.inside.shared.processes import SANDBOX_UID
+
+
+def files_in(folder: Path) -> int:
+    """How many inodes a (tmpfs) file system uses."""
+    usage = os.statvfs(folder)
+    return usage.f_files - usage.f_ffree
+
+
+def remove_sandbox_files() -> None:
+    """Remove what the sandbox's uid left in the shared writable folders (where no Landlock kept it out),
+    so that the next submission graded as the same uid finds nothing of the last one."""
+    for shared in dict.fromkeys(("/tmp", "/var/tmp", "/dev/shm", tempfile.gettempdir())):
+        with contextlib.suppress(OSError), os.scandir(shared) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_uid != SANDBOX_UID:
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path, ignore_errors=True)  # as root: no permission stops it
+                    else:
+                        os.unlink(entry.path)
+
+
+def holds_over(folder: Path, *, files: int, size: int) -> bool:
+    """Whether `folder` holds more than `files` entries or `size` bytes; stops counting once it does."""
+    seen, used, pending = 0, 0, [str(folder)]
+    while pending:
+        with contextlib.suppress(OSError), os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                seen += 1
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+                    else:
+                        used += entry.stat(follow_symlinks=False).st_blocks * 512
+                if seen > files or used > size:
+                    return True
+    return False
+
+
+def remove_stale_stages(folder: Path | None = None) -> None:
+    """Remove the stages (`grader-<pid>-*`, `grader-batch-<pid>-*`) of grader processes that were killed outright."""
+    folder = folder or Path(tempfile.gettempdir())
+    with contextlib.suppress(OSError):
+        for entry in folder.iterdir():
+            parts = entry.name.split("-")
+            pid = parts[2] if entry.name.startswith("grader-batch-") else parts[1] if len(parts) > 2 else ""
+            if entry.name.startswith("grader-") and pid.isdigit() and not psutil.pid_exists(int(pid)) \
+                    and entry.is_dir() and not entry.is_symlink() and entry.stat().st_uid == os.geteuid():
+                remove(entry)
+
+
+def empty(folder: Path) -> None:
+    """Remove everything in `folder` (modes a submission set included); WorkerStartError if anything is left."""
+    try:
+        for entry in os.scandir(folder):
+            if entry.is_dir(follow_symlinks=False):
+                remove(Path(entry.path))
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+        left = os.listdir(folder)
+    except (OSError, RecursionError) as error:  # a tree deeper than rmtree's recursion: the sandbox goes
+        raise WorkerStartError(f"the sandbox's scratch folder {folder.name} could not be emptied: {error}") from None
+    if left:
+        raise WorkerStartError(f"the sandbox's scratch folder {folder.name} could not be emptied ({len(left)} left)")
+
+
+def remove(path: Path) -> None:
+    """shutil.rmtree, also through folders whose owner took away its own permissions."""
+
+    def retry(function: Any, name: str, _: Any) -> None:
+        with contextlib.suppress(OSError):
+            parent = os.path.dirname(name)
+            os.chmod(parent, stat.S_IRWXU)
+            if os.path.isdir(name) and not os.path.islink(name):
+                os.chmod(name, stat.S_IRWXU)
+            function(name)
+
+    with contextlib.suppress(OSError):
+        os.chmod(path, stat.S_IRWXU)
+    shutil.rmtree(path, onerror=retry)
