@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from grader.grade.scoring import ExerciseResult, TestResult
+from grader.grade.scoring import ExerciseResult, TestOutcome, TestResult
 from grader.text import clean
 
 SCHEMA = "grader-report/1"
@@ -94,6 +94,29 @@ class GradeReport:
             ],
         }
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GradeReport:
+        """The report that `to_json` gave (what `grader check --json` writes), read back."""
+        exercises = tuple(
+            ExerciseResult(
+                str(exercise["id"]), float(exercise["score"]), float(exercise["max_score"]),
+                tuple(TestResult(str(test["name"]), TestOutcome(test["outcome"]), float(test["points"]),
+                                 float(test["max_points"]), str(test["message"]), test.get("seed"))
+                      for test in exercise["tests"]),
+                tuple(str(name) for name in exercise.get("blocked_by", ())))
+            for exercise in data["exercises"])
+        budget = data.get("time_budget_s")
+        return cls(str(data["submission"]), str(data["suite"]), str(data["device"]), float(data["duration_s"]),
+                   str(data["torch"]), exercises, sandbox=str(data.get("sandbox", "none")),
+                   warnings=tuple(str(warning) for warning in data.get("warnings", ())),
+                   time_budget_s=float(budget) if budget is not None else None,
+                   budget_exhausted=bool(data.get("budget_exhausted", False)))
+
+    @classmethod
+    def from_json_file(cls, path: Path) -> GradeReport:
+        """A report file that `grader check --json` wrote."""
+        return cls.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+
 
 # Gradescope's visibility settings (its autograder specification, "Controlling Test Case Visibility").
 VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")
@@ -112,7 +135,7 @@ def to_gradescope(report: GradeReport, *, hidden_visibility: str = HIDDEN_VISIBI
             "name_format": "text",
             "score": test.points,
             "max_score": test.max_points,
-            "status": "passed" if test.outcome == "passed" else "failed",
+            "status": "passed" if test.outcome == TestOutcome.PASSED else "failed",
             "output": test.message,
             # Messages are plain text (they quote the submission's printed output): never rendered.
             "output_format": "text",
@@ -151,34 +174,40 @@ def to_exercism(report: GradeReport) -> dict[str, Any]:
     from grader.curriculum import EXERCISES
 
     task = {exercise.id: number for number, exercise in enumerate(EXERCISES, start=1)}
+    counted = list(_counted_tests(report))
+    statuses = [_EXERCISM_STATUS.get(test.outcome, "error") for _, test, _ in counted]
     tests = [
         {
             "name": name,
-            "status": {"passed": "pass", "failed": "fail", "skipped": "fail"}.get(test.outcome, "error"),
+            "status": test_status,
             "message": test.message or None,
             "test_code": _test_code(test.name),
             "task_id": task[exercise.id],
         }
-        for exercise, test, name in _counted_tests(report)
+        for (exercise, test, name), test_status in zip(counted, statuses, strict=True)
     ]
-    if tests and all(test["status"] == "pass" for test in tests):
+    if statuses and all(test_status == "pass" for test_status in statuses):
         status = "pass"
-    elif tests and all(test["status"] == "error" for test in tests):
+    elif statuses and all(test_status == "error" for test_status in statuses):
         status = "error"
     else:
         status = "fail"
     message = None
     if status == "error":
-        message = "\n".join(dict.fromkeys(test["message"] for test in tests if test["message"]))[:65535]
+        message = "\n".join(dict.fromkeys(test.message for _, test, _ in counted if test.message))[:65535]
         message = message or "no test could run"
     return {"version": 3, "status": status, "message": message, "tests": tests, "sandbox": report.sandbox}
+
+
+# Exercism's test statuses; any other outcome is "error".
+_EXERCISM_STATUS = {TestOutcome.PASSED: "pass", TestOutcome.FAILED: "fail", TestOutcome.SKIPPED: "fail"}
 
 
 def _counted_tests(report: GradeReport) -> Iterator[tuple[ExerciseResult, TestResult, str]]:
     """Each test that ran or counts (a test --quick skipped scores 0 and is shown), with a name unique in
     the report: `<exercise>: <suite>/<test>`, or its full pytest id should two tests share it."""
     chosen = [(exercise, test) for exercise in report.exercises for test in exercise.tests
-              if test.outcome != "skipped" or test.max_points > 0]
+              if test.outcome != TestOutcome.SKIPPED or test.max_points > 0]
     short = [f"{exercise.id}: {_short_name(test.name)}" for exercise, test in chosen]
     repeated = {name for name in short if short.count(name) > 1}
     for (exercise, test), name in zip(chosen, short, strict=True):

@@ -58,9 +58,11 @@ def _no_plugin_autoload() -> Iterator[None]:
 
 
 def grade_path(path: Path, selection: Selection, *, device: str = "auto", limits: Limits | None = None,
-               **callbacks: Callable[..., None]) -> GradeReport:
+               quick: bool = False, timeout_s: float | None = None, on_start: Callable[[int], None] | None = None,
+               on_test: Callable[[str, str], None] | None = None) -> GradeReport:
     """Grade the submission at `path`; SubmissionInputError and ValueError mean bad input."""
-    return grade(GradingSession.open(path, device=device, limits=limits), selection, **callbacks)
+    session = GradingSession.open(path, device=device, limits=limits)
+    return grade(session, selection, quick=quick, timeout_s=timeout_s, on_start=on_start, on_test=on_test)
 
 
 def grade(

@@ -16,18 +16,80 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from grader.curriculum import BY_ID, exercise_of_test_file, prerequisites
 
-OUTCOMES = ("passed", "failed", "error", "skipped")
+
+class TestOutcome(StrEnum):
+    """How one graded test ended, as the report names it."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    SKIPPED = "skipped"
+
+    @property
+    def went_wrong(self) -> bool:
+        """Failed or errored: the test ran, or tried to, and did not pass."""
+        return self in (TestOutcome.FAILED, TestOutcome.ERROR)
+
+
+class ExerciseStatus(StrEnum):
+    """Where a student stands on one exercise, as the command line and `.grader/` name it."""
+
+    DONE = "done"
+    SLOW_TESTS_SKIPPED = "slow tests skipped"
+    NOT_STARTED = "not started"
+    FAILING = "failing"
+
+
+class TestMetadata(TypedDict, total=False):
+    """What `grader.judge.plugin` attaches to each test in the pytest-json-report report."""
+
+    exercise: str
+    points: float
+    suite: str
+    confirmed_by: list[str]
+    counts_when_skipped: bool
+    seed: int
+    message: str
+
+
+class PytestJsonStage(TypedDict, total=False):
+    outcome: str
+    longrepr: str
+
+
+class PytestJsonTest(TypedDict, total=False):
+    """One test of a pytest-json-report report (external JSON: any key may be missing)."""
+
+    nodeid: str
+    outcome: str
+    metadata: TestMetadata
+    setup: PytestJsonStage
+
+
+class PytestJsonCollector(TypedDict, total=False):
+    nodeid: str
+    outcome: str
+    longrepr: str
+
+
+class PytestJsonReport(TypedDict, total=False):
+    """What scoring reads of a pytest-json-report report of the graded suites."""
+
+    exitcode: int
+    tests: list[PytestJsonTest]
+    collectors: list[PytestJsonCollector]
 
 
 @dataclass(frozen=True)
 class TestResult:
     name: str
-    outcome: str
+    outcome: TestOutcome
     points: float
     max_points: float
     message: str
@@ -44,30 +106,30 @@ class ExerciseResult:
 
     @property
     def passed(self) -> int:
-        return sum(test.outcome == "passed" for test in self.tests)
+        return sum(test.outcome == TestOutcome.PASSED for test in self.tests)
 
     @property
     def counted(self) -> int:
         return sum(test.max_points > 0 for test in self.tests)
 
     @property
-    def status(self) -> str:
+    def status(self) -> ExerciseStatus:
         if self.counted and self.passed == self.counted:
-            return "done"
-        if self.passed and all(test.outcome in ("passed", "skipped") for test in self.tests):
-            return "slow tests skipped"
+            return ExerciseStatus.DONE
+        if self.passed and all(test.outcome in (TestOutcome.PASSED, TestOutcome.SKIPPED) for test in self.tests):
+            return ExerciseStatus.SLOW_TESTS_SKIPPED
         if self.tests and all(
-            test.outcome == "skipped" or "is not implemented yet" in test.message for test in self.tests
+            test.outcome == TestOutcome.SKIPPED or "is not implemented yet" in test.message for test in self.tests
         ):
-            return "not started"
-        return "failing"
+            return ExerciseStatus.NOT_STARTED
+        return ExerciseStatus.FAILING
 
 
 @dataclass(frozen=True)
 class _Raw:
     name: str
     exercise: str
-    outcome: str
+    outcome: TestOutcome
     weight: float
     message: str
     seed: int | None
@@ -75,7 +137,7 @@ class _Raw:
     confirmed_by: tuple[str, ...] = ()
 
 
-def score(json_report: dict[str, Any], exercise_ids: list[str]) -> list[ExerciseResult]:
+def score(json_report: PytestJsonReport, exercise_ids: list[str]) -> list[ExerciseResult]:
     """Exercises in curriculum order, from a pytest-json-report report of the graded suites."""
     raws = _confirmed([_raw(test) for test in json_report.get("tests", [])])
     broken = _broken_collections(json_report)
@@ -103,7 +165,7 @@ def _mark_blocked(results: list[ExerciseResult]) -> list[ExerciseResult]:
                     "so fix them first. ")
         tests = tuple(
             replace(test, message=note + test.message)
-            if test.outcome in ("failed", "error") and not test.message.startswith("blocked by") else test
+            if test.outcome.went_wrong and not test.message.startswith("blocked by") else test
             for test in result.tests
         )
         marked.append(replace(result, tests=tests, blocked_by=blockers))
@@ -112,37 +174,43 @@ def _mark_blocked(results: list[ExerciseResult]) -> list[ExerciseResult]:
 
 def _not_started(result: ExerciseResult) -> bool:
     """Every test that ran stopped at the exercise's own unwritten code (not at a prerequisite's)."""
-    ran = [test for test in result.tests if test.outcome != "skipped"]
+    ran = [test for test in result.tests if test.outcome != TestOutcome.SKIPPED]
     return bool(ran) and all(
         "is not implemented yet" in test.message and not test.message.startswith("blocked by") for test in ran)
 
 
-def _raw(test: dict[str, Any]) -> _Raw:
-    metadata = test.get("metadata") or {}
+def _raw(test: PytestJsonTest) -> _Raw:
+    metadata: TestMetadata = test.get("metadata") or {}
     nodeid = str(test.get("nodeid", ""))
-    outcome = str(test.get("outcome", "error"))
-    outcome = {"xfailed": "failed", "xpassed": "passed"}.get(outcome, outcome)
-    if outcome not in OUTCOMES:
-        outcome = "error"
+    outcome = _outcome(str(test.get("outcome", "error")))
     message = str(metadata.get("message", ""))
-    if outcome == "skipped" and not message:
+    if outcome == TestOutcome.SKIPPED and not message:
         longrepr = (test.get("setup") or {}).get("longrepr") or ""
         message = str(longrepr)[-300:]
-    if outcome in ("failed", "error") and not message:
+    if outcome.went_wrong and not message:
         message = "the test did not complete"
-    if outcome == "failed" and _did_not_import(message):
-        outcome = "error"  # the test never got to check anything: the file it needs does not import
+    if outcome == TestOutcome.FAILED and _did_not_import(message):
+        outcome = TestOutcome.ERROR  # the test never got to check anything: the file it needs does not import
     exercise = metadata.get("exercise") or exercise_of_test_file(Path(nodeid.split("::")[0]).name) or ""
     return _Raw(
         name=nodeid.removeprefix("tests/"),
         exercise=exercise,
         outcome=outcome,
         weight=float(metadata.get("points", 1.0)),
-        message="" if outcome == "passed" else message,
+        message="" if outcome == TestOutcome.PASSED else message,
         seed=metadata.get("seed"),
-        counted=outcome != "skipped" or bool(metadata.get("counts_when_skipped")),
+        counted=outcome != TestOutcome.SKIPPED or bool(metadata.get("counts_when_skipped")),
         confirmed_by=tuple(str(name) for name in metadata.get("confirmed_by") or ()),
     )
+
+
+def _outcome(pytest_outcome: str) -> TestOutcome:
+    """The report's outcome for pytest's: an expected failure that happened failed; anything unknown is an error."""
+    pytest_outcome = {"xfailed": "failed", "xpassed": "passed"}.get(pytest_outcome, pytest_outcome)
+    try:
+        return TestOutcome(pytest_outcome)
+    except ValueError:
+        return TestOutcome.ERROR
 
 
 def _confirmed(raws: list[_Raw]) -> list[_Raw]:
@@ -155,12 +223,12 @@ def _confirmed(raws: list[_Raw]) -> list[_Raw]:
     for raw in raws:
         file = raw.name.partition("::")[0]
         behaviour = [other for name in raw.confirmed_by for other in by_function.get((file, name), [])
-                     if other.outcome != "skipped"]
-        if raw.outcome == "passed" and raw.confirmed_by and (
-                not behaviour or any(other.outcome != "passed" for other in behaviour)):
+                     if other.outcome != TestOutcome.SKIPPED]
+        if raw.outcome == TestOutcome.PASSED and raw.confirmed_by and (
+                not behaviour or any(other.outcome != TestOutcome.PASSED for other in behaviour)):
             names = " and ".join(dict.fromkeys(name for name in raw.confirmed_by))
             why = "did not pass" if behaviour else "did not run"
-            raw = replace(raw, outcome="failed", message=(
+            raw = replace(raw, outcome=TestOutcome.FAILED, message=(
                 f"the names and shapes the submission reports count only once its behaviour confirms them, and "
                 f"{names} {why} (loaded with the reference's weights by these names, the module must compute what "
                 "the reference computes): fix that first."))
@@ -168,7 +236,7 @@ def _confirmed(raws: list[_Raw]) -> list[_Raw]:
     return result
 
 
-def _broken_collections(json_report: dict[str, Any]) -> dict[str, str]:
+def _broken_collections(json_report: PytestJsonReport) -> dict[str, str]:
     """Test files that could not even be collected: their exercise scores 0 with this message."""
     broken: dict[str, str] = {}
     for collector in json_report.get("collectors", []):
@@ -187,7 +255,7 @@ def _exercise(exercise_id: str, raws: list[_Raw], broken: str | None) -> Exercis
     if broken is not None or total_weight <= 0:
         tests = tuple(TestResult(r.name, r.outcome, 0.0, 0.0, r.message, r.seed) for r in raws)
         if broken is not None:
-            tests += (TestResult(f"{exercise_id} (loading tests)", "error", 0.0, maximum, broken),)
+            tests += (TestResult(f"{exercise_id} (loading tests)", TestOutcome.ERROR, 0.0, maximum, broken),)
         return ExerciseResult(exercise_id, 0.0, maximum, tests)
     shares = _shares(maximum, [raw.weight for raw in counted])
     share_of = {id(raw): share for raw, share in zip(counted, shares, strict=True)}
@@ -195,7 +263,7 @@ def _exercise(exercise_id: str, raws: list[_Raw], broken: str | None) -> Exercis
         TestResult(
             raw.name,
             raw.outcome,
-            share_of.get(id(raw), 0.0) if raw.outcome == "passed" else 0.0,
+            share_of.get(id(raw), 0.0) if raw.outcome == TestOutcome.PASSED else 0.0,
             share_of.get(id(raw), 0.0),
             raw.message,
             raw.seed,
