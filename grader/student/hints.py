@@ -7,12 +7,7 @@ function (a kit test checks that no hint contains a function body of the referen
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from grader.curriculum import BY_ID
-
-if TYPE_CHECKING:
-    from grader.intake.submission import Submission
+from grader.student.next_step import start_here  # noqa: F401  (grader/cli/render.py imports it from here)
 
 HINTS: dict[str, tuple[str, ...]] = {
     "attention": (
@@ -344,11 +339,3 @@ next_token = model.generator(out[:, -1]).argmax(dim=-1, keepdim=True)
     ),
 }
 
-
-def start_here(unwritten: list[str], submission: Submission | None = None) -> str:
-    """The one next step for exercises not written yet (in curriculum order): the file of the first to open."""
-    first, file = unwritten[0], BY_ID[unwritten[0]].file
-    open_it = f"open {submission.shown(file) if submission else f'exercises/{file}'}"
-    if len(unwritten) == 1:
-        return f"{first}: not implemented yet — {open_it}"
-    return f"{len(unwritten)} exercises not implemented yet: start with {first}: {open_it}, then `grader check {first}`"

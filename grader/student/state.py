@@ -14,6 +14,7 @@ from typing import Any
 
 from grader.curriculum import BY_ID
 from grader.grade.reports import GradeReport, write_json
+from grader.grade.scoring import ExerciseStatus
 
 STATE_DIR = Path(".grader")
 HINTS_FILE = "hints.json"
@@ -30,7 +31,7 @@ class LastResult:
     exercise: str
     score: float
     max_score: float
-    status: str
+    status: ExerciseStatus
     quick: bool
     checked_at: str
 
@@ -106,7 +107,7 @@ def last_results(submission: Path, *, folder: Path = STATE_DIR) -> dict[str, Las
         try:
             results[exercise_id] = LastResult(
                 exercise=exercise_id, score=float(found["score"]), max_score=float(found["max_score"]),
-                status=str(found["status"]), quick=bool(found.get("quick")),
+                status=ExerciseStatus(str(found["status"])), quick=bool(found.get("quick")),
                 checked_at=str(found.get("checked_at", "")),
             )
         except (KeyError, TypeError, ValueError):

@@ -19,9 +19,11 @@ from rich.console import Console
 from rich.markup import escape
 
 import grader
-from grader.curriculum import BY_ID, EXERCISES
+from grader.curriculum import BY_ID
+from grader.grade.scoring import ExerciseStatus
 from grader.intake.submission import exercise_folder
 from grader.student import state
+from grader.student.next_step import next_exercise
 from grader.text import clean
 
 POLL_S = 0.5
@@ -64,22 +66,6 @@ def wait_for_save(submission: Path, before: Snapshot, *, poll_s: float = POLL_S)
             if later == now:
                 return now, changed(before, now)
             now = later
-
-
-def next_exercise(submission: Path, *, saved: list[str]) -> str:
-    """The first exercise, in curriculum order, whose last check was not full marks.
-
-    When every exercise has full marks, the exercise of the file just saved, else the last one.
-    """
-    results = state.last_results(submission)
-    for exercise in EXERCISES:
-        result = results.get(exercise.id)
-        if result is None or not result.full_marks:
-            return exercise.id
-    for name in saved:
-        if Path(name).stem in BY_ID:
-            return Path(name).stem
-    return EXERCISES[-1].id
 
 
 def run_check(arguments: list[str]) -> int:
@@ -148,7 +134,7 @@ def watch(submission: Path, exercise: str | None, *, console: Console, quick: bo
 def _say_what_next(submission: Path, checked: str, console: Console) -> None:
     result = state.last_results(submission).get(checked)
     if result is None or not result.full_marks:
-        if result is not None and result.status == "slow tests skipped":
+        if result is not None and result.status == ExerciseStatus.SLOW_TESTS_SKIPPED:
             console.print(f"[yellow]{checked} passes its quick tests[/]: `grader check {checked}` "
                           "runs the slow ones too.")
         return
