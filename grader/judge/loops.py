@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from dataclasses import dataclass
+
+from grader.judge.sources import ParsedModule, bound_names, import_time_statements, imported_closure, parse
 
 LOOPS = {
     ast.For: "a for loop", ast.AsyncFor: "a for loop", ast.While: "a while loop",
@@ -41,23 +42,13 @@ PER_ELEMENT_METHODS = {"apply_", "map_", "map2_", "vectorize", "frompyfunc", "ap
 KNOWN_DECORATORS = {"torch.no_grad", "torch.inference_mode", "torch.enable_grad", "functools.cache",
                     "functools.lru_cache", "staticmethod", "classmethod", "property"}
 SAFE_DUNDERS = {"__init__", "__name__", "__doc__"}
-Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Assign | ast.AnnAssign
-
-
-@dataclass
-class Module:
-    name: str
-    tree: ast.Module
-    bindings: dict[str, list[Definition]]  # each top-level name and every statement that binds it
-    submission_imports: dict[str, tuple[str, str | None]]  # local name -> (submission module, attribute)
-    origins: dict[str, str]  # local name -> what it was imported as ("itertools", "functools.reduce")
 
 
 def python_loops(files: dict[str, bytes], module: str, function: str) -> list[str]:
     """What in `module.function`, or what it can run, loops in Python or hides code; [] when nothing does."""
-    modules: dict[str, Module] = {}
+    modules: dict[str, ParsedModule] = {}
     for name, source in files.items():
-        if name.endswith(".py") and (parsed := _parse(name.removesuffix(".py"), source)) is not None:
+        if name.endswith(".py") and (parsed := parse(name.removesuffix(".py"), source)) is not None:
             modules[parsed.name] = parsed
     if module not in modules:
         return [f"{module}.py could not be parsed"]
@@ -66,25 +57,25 @@ def python_loops(files: dict[str, bytes], module: str, function: str) -> list[st
     if len(definitions) != 1 or not isinstance(definitions[0], ast.FunctionDef):
         return [f"{function} is not defined once, by a plain def, in {module}.py"]
     reader = _Reader(modules, found)
-    for name in _imported_closure(modules, module):
+    for name in imported_closure(modules, module):
         reader.import_time(modules[name])
     reader.follow(module, function)
     return list(dict.fromkeys(found))
 
 
 class _Reader:
-    def __init__(self, modules: dict[str, Module], found: list[str]) -> None:
+    def __init__(self, modules: dict[str, ParsedModule], found: list[str]) -> None:
         self.modules = modules
         self.found = found
         self.calls: dict[tuple[str, str], set[tuple[str, str]]] = {}
 
-    def import_time(self, module: Module) -> None:
+    def import_time(self, module: ParsedModule) -> None:
         """What runs when `module` is imported: only imports, definitions and plain assignments may.
 
         Submission code that import-time code names (a class instantiated into a module constant) is read too.
         """
         named: set[tuple[str, str]] = set()
-        for node in _import_time_statements(module.tree.body):
+        for node in import_time_statements(module.tree.body):
             where = f"{module.name}.py line {node.lineno}"
             if isinstance(node, (ast.Import, ast.ImportFrom, ast.Pass)):
                 continue
@@ -104,7 +95,7 @@ class _Reader:
                 continue
             if isinstance(node, (ast.Assign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                if not all(isinstance(n, ast.Name) for t in targets for n in _names(t)):
+                if not all(isinstance(n, ast.Name) for t in targets for n in bound_names(t)):
                     self.found.append(f"{where} assigns to {ast.unparse(targets[0])} when it is imported")
                 named |= self.read(module, [node.value] if node.value is not None else [], owner=None)
                 continue
@@ -112,7 +103,7 @@ class _Reader:
         for where, what in sorted(named):
             self.follow(where, what)
 
-    def decorators(self, module: Module, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+    def decorators(self, module: ParsedModule, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
         for decorator in node.decorator_list:
             called = decorator.func if isinstance(decorator, ast.Call) else decorator
             if self.origin(module, called) not in KNOWN_DECORATORS:
@@ -138,7 +129,7 @@ class _Reader:
         if cycle:
             self.found.append(f"{' -> '.join(what for _, what in cycle)} runs itself again: a loop by recursion")
 
-    def read(self, module: Module, nodes: list[ast.AST], *, owner: str | None) -> set[tuple[str, str]]:
+    def read(self, module: ParsedModule, nodes: list[ast.AST], *, owner: str | None) -> set[tuple[str, str]]:
         """Report what loops or hides code in `nodes`; return the submission definitions they name."""
         named: set[tuple[str, str]] = set()
         for root in nodes:
@@ -168,7 +159,7 @@ class _Reader:
                         named.add(target)
         return named
 
-    def call(self, module: Module, node: ast.Call, line: str, inside: str) -> None:
+    def call(self, module: ParsedModule, node: ast.Call, line: str, inside: str) -> None:
         origin = self.origin(module, node.func) or ""
         last = origin.rsplit(".", 1)[-1]
         method = node.func.attr if isinstance(node.func, ast.Attribute) else None
@@ -185,7 +176,7 @@ class _Reader:
                 self.found.append(f"a function handed to {origin or ast.unparse(node.func)}(){inside}, which may "
                                   f"call it per element ({line})")
 
-    def callable_definition(self, module: Module, node: ast.expr) -> bool:
+    def callable_definition(self, module: ParsedModule, node: ast.expr) -> bool:
         """Whether `node` names a submission function or class (or an alias of one)."""
         target = self.resolve(module, node)
         if target is None:
@@ -195,7 +186,7 @@ class _Reader:
             isinstance(d, ast.Assign) and isinstance(d.value, (ast.Lambda, ast.Name, ast.Attribute)))
             for d in self.modules[where].bindings[what])
 
-    def origin(self, module: Module, node: ast.expr) -> str | None:
+    def origin(self, module: ParsedModule, node: ast.expr) -> str | None:
         """The dotted name an expression stands for when it is a name or attribute chain from an import
         or a builtin ("torch.no_grad", "itertools.accumulate", "map"); None for submission definitions."""
         parts: list[str] = []
@@ -212,7 +203,7 @@ class _Reader:
             base = node.id  # a builtin, or a name the file never defines
         return ".".join([base, *reversed(parts)])
 
-    def resolve(self, module: Module, node: ast.expr) -> tuple[str, str] | None:
+    def resolve(self, module: ParsedModule, node: ast.expr) -> tuple[str, str] | None:
         """The submission definition a name (or `submodule.name`) refers to, if any."""
         if isinstance(node, ast.Name):
             if node.id in module.bindings:
@@ -225,72 +216,6 @@ class _Reader:
             if source in self.modules and attribute is None and node.attr in self.modules[source].bindings:
                 return source, node.attr
         return None
-
-
-def _parse(name: str, source: bytes) -> Module | None:
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return None
-    bindings: dict[str, list[Definition]] = {}
-    for node in _import_time_statements(tree.body):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bindings.setdefault(node.name, []).append(node)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                for bound in _names(target):
-                    if isinstance(bound, ast.Name):
-                        bindings.setdefault(bound.id, []).append(node)
-    submission_imports: dict[str, tuple[str, str | None]] = {}
-    origins: dict[str, str] = {}
-    for node in ast.walk(tree):  # imports inside functions too: a helper can be imported where it is called
-        if isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            ours = node.level > 0 or module.split(".")[0] == "exercises"
-            base = module.removeprefix("exercises").lstrip(".") if ours else module
-            for alias in node.names:
-                local = alias.asname or alias.name
-                if ours:
-                    submission_imports[local] = (base, alias.name) if base else (alias.name, None)
-                else:
-                    origins[local] = f"{module}.{alias.name}"
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.split(".")[0] == "exercises":
-                    if alias.asname:
-                        submission_imports[alias.asname] = (alias.name.split(".", 1)[-1], None)
-                else:
-                    origins[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else \
-                        alias.name.split(".")[0]
-    for local in [*submission_imports, *origins]:
-        bindings.pop(local, None)
-    return Module(name, tree, bindings, submission_imports, origins)
-
-
-def _import_time_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
-    """The top-level statements, and those of class bodies, but not what `if __name__ == "__main__"` guards."""
-    for node in body:
-        if isinstance(node, ast.If) and ast.unparse(node.test).replace("'", '"') == '__name__ == "__main__"':
-            continue
-        yield node
-        if isinstance(node, ast.ClassDef):
-            yield from (inner for inner in _import_time_statements(node.body)
-                        if not isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
-
-
-def _imported_closure(modules: dict[str, Module], start: str) -> list[str]:
-    """`start` and the submission modules it imports, directly or not."""
-    seen = [start]
-    for name in seen:
-        for source, _ in modules[name].submission_imports.values():
-            if source in modules and source not in seen:
-                seen.append(source)
-    return seen
-
-
-def _names(target: ast.expr) -> list[ast.expr]:
-    return [n for element in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target])
-            for n in ([element] if not isinstance(element, (ast.Tuple, ast.List)) else _names(element))]
 
 
 def _shape(node: ast.expr) -> bool:
