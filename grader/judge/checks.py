@@ -1,7 +1,8 @@
-"""`testing` gives graded tests their vocabulary: tensor checks whose failures read as feedback.
+"""`checks` compares a submission's tensors with the reference's so that a failure reads as feedback.
 
 Every helper takes the reference (a local object) and the submission (a `Remote`) alike, so a
-test states a property once and checks both sides the same way.
+test states a property once and checks both sides the same way. Its float64 goldens (`golden`,
+`float64`) and random inputs (`random_keep_mask`) are here too.
 """
 
 from __future__ import annotations
@@ -9,13 +10,14 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from grader.host.remote import Remote
 from grader.inside.shared import instrument
+from grader.judge.expect import expect_tensor
+from grader.judge.measures import count_ops  # noqa: F401  (grader.judge.diagnosis imports it from here)
+from grader.judge.structure import describe  # noqa: F401  (grader.judge.diagnosis imports it from here)
 
 EPS32 = torch.finfo(torch.float32).eps
 
@@ -32,18 +34,6 @@ def manual_seed(value: int) -> None:
 
 
 # --- comparing tensors -------------------------------------------------------------------------
-
-
-def expect_tensor(value: Any, *, name: str) -> torch.Tensor:
-    if not isinstance(value, torch.Tensor):
-        raise AssertionError(f"{name} should be a torch.Tensor, got {_kind(value)}")
-    return value
-
-
-def expect_tuple(value: Any, length: int, *, name: str) -> tuple[Any, ...]:
-    if not isinstance(value, (tuple, list)) or len(value) != length:
-        raise AssertionError(f"{name} should return a tuple of {length} values, got {_kind(value)}")
-    return tuple(value)
 
 
 def assert_close(
@@ -113,151 +103,7 @@ def _index(mask: torch.Tensor) -> tuple[int, ...]:
     return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), mask.shape)) if mask.dim() else ()
 
 
-def _kind(value: Any) -> str:
-    if isinstance(value, torch.Tensor):
-        return f"a tensor of shape {tuple(value.shape)}"
-    if isinstance(value, (tuple, list)):
-        return f"a {type(value).__name__} of {len(value)} values"
-    if isinstance(value, Remote):
-        return repr(value)
-    return f"a {type(value).__name__}"
-
-
-# --- asking more of a call than its value ------------------------------------------------------
-
-
-def fresh_worker(submission: Any) -> None:
-    """Start the next call in a new worker, so that only the modules imported from then on have run in it.
-
-    What `grader.judge.loops` reads of a function is what runs only where no other submission file's import-time
-    code ran first (a file imported by an earlier test can rewrite another module at import).
-    """
-    submission._connection.close(wait=False)  # the zygote kills the old one; waiting for it costs 0.4 s
-
-
-@dataclass(frozen=True)
-class OpCount:
-    value: Any
-    total: int
-    ops: dict[str, int] = field(default_factory=dict)
-
-
-def count_ops(fn: Any, *args: Any, **kwargs: Any) -> OpCount:
-    """Run `fn` and count the aten operations it dispatches (for "no Python loop over T" checks)."""
-    if isinstance(fn, Remote):
-        fn._check_alive()
-        result = fn._connection.call(fn, args, kwargs, mode="count_ops")
-    else:
-        result = instrument.count_ops(fn, list(args), kwargs)
-    return OpCount(result["value"], int(result["total"]), dict(result["ops"]))
-
-
-@dataclass(frozen=True)
-class Gradients:
-    value: Any
-    inputs: list[torch.Tensor | None]
-    parameters: dict[str, torch.Tensor | None]
-
-
-def backward(
-    fn: Any, *args: Any, grad_output: torch.Tensor, output_index: int | None = None, **kwargs: Any
-) -> Gradients:
-    """Call `fn`, backpropagate `grad_output` from its output (or output[output_index]).
-
-    Returns the gradients of every input tensor created with requires_grad=True, in order, and of
-    the parameters when `fn` is a module or one of its methods.
-    """
-    if isinstance(fn, Remote):
-        fn._check_alive()
-        result = fn._connection.call(
-            fn, args, kwargs, mode="backward", grad_output=grad_output, output_index=output_index
-        )
-    else:
-        result = instrument.backward(fn, list(args), kwargs, grad_output, output_index)
-    return Gradients(result["value"], list(result["input_grads"]), dict(result["param_grads"]))
-
-
-@dataclass(frozen=True)
-class ModuleInfo:
-    type: str
-    parameters: dict[str, dict[str, Any]]
-    buffers: dict[str, dict[str, Any]]
-    classes: dict[str, list[str]]  # each submodule (aliases too): its class, then the classes it derives from
-    training: bool
-
-    @property
-    def modules(self) -> dict[str, str]:
-        """Each submodule's own class."""
-        return {name: self.kind_of(name) for name in self.classes}
-
-    def is_a(self, name: str, kind: str) -> bool:
-        """Whether submodule `name` is an instance of a class named `kind` ("Dropout", "Embedding"): its own
-        class or any class it derives from, so a `TokenEmbedding(nn.Embedding)` is an Embedding."""
-        return any(c.endswith("." + kind) for c in self.classes.get(name, ()))
-
-    def kind_of(self, name: str) -> str:
-        """What to call submodule `name` in a message: its class, or "nothing"."""
-        classes = self.classes.get(name)
-        return str(classes[0]) if classes else "nothing"
-
-
-def describe(module: Any) -> ModuleInfo:
-    """Names, shapes and dtypes of a module's parameters, buffers and submodules."""
-    if isinstance(module, Remote):
-        module._check_alive()
-        info = module._connection.request({"op": "describe", "target": module._handle}, {}, what=f"{module._name}")
-        if not info.get("is_module"):
-            raise AssertionError(f"{module._name} should be a torch.nn.Module, got {info.get('type')}")
-        return ModuleInfo(info["type"], info["parameters"], info["buffers"], info["modules"], info["training"])
-    persistent = set(module.state_dict(keep_vars=True))
-    return ModuleInfo(
-        f"{type(module).__module__}.{type(module).__qualname__}",
-        {n: {"shape": list(p.shape), "dtype": str(p.dtype).removeprefix("torch."), "requires_grad": p.requires_grad}
-         for n, p in module.named_parameters()},
-        {n: {"shape": list(b.shape), "dtype": str(b.dtype).removeprefix("torch."), "persistent": n in persistent}
-         for n, b in module.named_buffers()},
-        {n: [f"{c.__module__}.{c.__qualname__}" for c in type(m).__mro__]
-         for n, m in module.named_modules(remove_duplicate=False) if n},
-        module.training,
-    )
-
-
-def load_parameters(
-    module: Any,
-    weights: dict[str, torch.Tensor],
-    *,
-    name: str,
-    names_hint: str,
-    allow: Sequence[str] = (),
-    partial: bool = False,
-) -> ModuleInfo:
-    """Load `weights` into a submission's module by name, keeping the module's own buffers.
-
-    Fails as feedback when the module lacks one of the names. Parameters the exercise does not ask
-    for (a bias, say) are set to zero, unless `partial` (hand-made weights for a few layers) or named
-    in `allow` (a `tril` made a parameter): the module is then judged on what it computes, and the
-    extra parameters cost points in the structure tests only. They are never a reason to fail here:
-    which parameters a module has is the worker's account (`describe`), and a submission that hid
-    its extras from it would otherwise pass more tests than the honest one.
-    """
-    missing, unexpected = expect_tuple(module.load_state_dict(weights, strict=False), 2, name="load_state_dict()")
-    info = describe(module)
-    if unexpected:
-        raise AssertionError(
-            f"{name} has no parameter or buffer {unexpected[0]!r}; its parameters start "
-            f"{sorted(info.parameters)[:4] or 'none'}. Hint: the grader loads weights by name: {names_hint}."
-        )
-    extra = [key for key in missing if key in info.parameters and key not in allow]
-    if extra and not partial:
-        zeros = {key: torch.zeros(info.parameters[key]["shape"], dtype=_dtype(info.parameters[key]["dtype"]))
-                 for key in extra}
-        module.load_state_dict(zeros, strict=False)
-    return info
-
-
-def _dtype(name: Any) -> torch.dtype:
-    dtype = getattr(torch, str(name), None)
-    return dtype if isinstance(dtype, torch.dtype) else torch.float32
+# --- references and inputs ---------------------------------------------------------------------
 
 
 def random_keep_mask(shape: Sequence[int], *, p_keep: float = 0.7, generator: torch.Generator | None = None,
@@ -313,78 +159,3 @@ def _to_double(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _to_double(v) for k, v in value.items()}
     return value
-
-
-# --- dropout, judged by what it does -----------------------------------------------------------
-
-
-def uniform_causal(T: int) -> torch.Tensor:
-    """(T, T) attention weights of equal scores under a causal mask: 1 / (t + 1) on positions 0..t of row t."""
-    weights = torch.ones(T, T).tril()
-    return weights / weights.sum(dim=-1, keepdim=True)
-
-
-def explained_by_weight_dropout(run: Callable[[], Any], values: torch.Tensor, weights: torch.Tensor,
-                                **how: Any) -> bool:
-    """Whether `run()` (a train-mode call) gives an output that dropout on `weights` explains (see below)."""
-    try:
-        out = run()
-    except AssertionError:
-        return False
-    return unexplained_by_weight_dropout(out, values, weights, **how) is None
-
-
-def unexplained_by_weight_dropout(
-    out: torch.Tensor,
-    values: torch.Tensor,
-    weights: torch.Tensor,
-    *,
-    p: float,
-    groups: int,
-    output_dropout: bool,
-    atol: float = 1e-4,
-) -> str | None:
-    """Why a train-mode output is not one that dropout on the attention weights can give, or None when it is.
-
-    `weights` (T_q, T_k) are the attention weights without dropout and `values` (B, T_k, F) the values,
-    split into `groups` heads of F // groups features (every projection the identity). With inverted
-    dropout on the weights, head h at (b, t) is sum_s weights[t, s] * keep[s] * values[b, s, h] / (1 - p)
-    for one keep pattern in {0, 1}^T_k; with `output_dropout` each feature is then 0 or that over (1 - p).
-    Every pattern is enumerated (T_k is tiny), so any correct way of dropping the weights passes (the
-    contract's module, an inner one, the fused kernel's dropout_p, heads folded into the batch), and
-    dropout on the values or the output instead, a missing 1 / (1 - p) or no dropout at all do not.
-    """
-    out = out.detach().to("cpu", torch.float64)
-    values = values.detach().to("cpu", torch.float64)
-    weights = weights.detach().to("cpu", torch.float64)
-    B, T_k, F = values.shape
-    T_q = weights.shape[0]
-    if tuple(out.shape) != (B, T_q, F):
-        return f"the output has shape {tuple(out.shape)}, expected {(B, T_q, F)}"
-    patterns = torch.cartesian_prod(*[torch.tensor([0.0, 1.0], dtype=torch.float64)] * T_k).reshape(-1, T_k)
-    reachable = torch.einsum("ts,ps,bsf->btpf", weights, patterns, values) / (1 - p)  # (B, T_q, P, F)
-    kept = reachable / (1 - p) if output_dropout else reachable
-    got = out[:, :, None, :]  # (B, T_q, 1, F)
-    tol = atol * (1 + kept.abs())
-    match = (got - kept).abs() <= tol
-    if output_dropout:
-        match = match | (got.abs() <= atol)
-    size = F // groups
-    per_pattern = match.view(B, T_q, -1, groups, size).all(dim=-1)  # (B, T_q, P, groups)
-    explained = per_pattern.any(dim=2)
-    if not bool(explained.all()):
-        b, t, h = (int(i) for i in torch.nonzero(~explained)[0])
-        return (f"at batch element {b}, position {t}, head {h}, no dropout pattern on the attention weights"
-                f"{' and the output' if output_dropout else ''} gives the output "
-                f"{[round(v, 4) for v in out[b, t, h * size:(h + 1) * size].tolist()]}")
-    # Dropout twice on the output is explained by keeping every weight: the weights must be seen dropped, about
-    # as often as p says (a lower bound 6 standard deviations below the expected count).
-    dropped = int((~per_pattern[:, :, -1]).sum())  # the last pattern keeps every key
-    n = (weights != 0).sum(dim=-1).double()  # (T_q,)
-    q = 1 - (1 - p) ** n - p**n  # some weight of row t dropped, not all (all dropped looks like output dropout)
-    expected = float(q.sum()) * B * groups
-    spread = math.sqrt(float((q * (1 - q)).sum()) * B * groups)
-    if dropped < max(1.0, expected - 6 * spread):
-        return (f"the attention weights were dropped in {dropped} of {B * T_q * groups} (batch element, position, "
-                f"head) cases, where dropout with p = {p} drops some in about {expected:.0f}")
-    return None

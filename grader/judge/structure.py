@@ -1,0 +1,95 @@
+"""`structure` reads what a module is made of (parameters, buffers, submodules) and loads weights into it by name."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from grader.host.remote import Remote
+from grader.judge.expect import expect_tuple
+
+
+@dataclass(frozen=True)
+class ModuleInfo:
+    type: str
+    parameters: dict[str, dict[str, Any]]
+    buffers: dict[str, dict[str, Any]]
+    classes: dict[str, list[str]]  # each submodule (aliases too): its class, then the classes it derives from
+    training: bool
+
+    @property
+    def modules(self) -> dict[str, str]:
+        """Each submodule's own class."""
+        return {name: self.kind_of(name) for name in self.classes}
+
+    def is_a(self, name: str, kind: str) -> bool:
+        """Whether submodule `name` is an instance of a class named `kind` ("Dropout", "Embedding"): its own
+        class or any class it derives from, so a `TokenEmbedding(nn.Embedding)` is an Embedding."""
+        return any(c.endswith("." + kind) for c in self.classes.get(name, ()))
+
+    def kind_of(self, name: str) -> str:
+        """What to call submodule `name` in a message: its class, or "nothing"."""
+        classes = self.classes.get(name)
+        return str(classes[0]) if classes else "nothing"
+
+
+def describe(module: torch.nn.Module | Remote) -> ModuleInfo:
+    """Names, shapes and dtypes of a module's parameters, buffers and submodules."""
+    if isinstance(module, Remote):
+        module._check_alive()
+        info = module._connection.request({"op": "describe", "target": module._handle}, {}, what=f"{module._name}")
+        if not info.get("is_module"):
+            raise AssertionError(f"{module._name} should be a torch.nn.Module, got {info.get('type')}")
+        return ModuleInfo(info["type"], info["parameters"], info["buffers"], info["modules"], info["training"])
+    persistent = set(module.state_dict(keep_vars=True))
+    return ModuleInfo(
+        f"{type(module).__module__}.{type(module).__qualname__}",
+        {n: {"shape": list(p.shape), "dtype": str(p.dtype).removeprefix("torch."), "requires_grad": p.requires_grad}
+         for n, p in module.named_parameters()},
+        {n: {"shape": list(b.shape), "dtype": str(b.dtype).removeprefix("torch."), "persistent": n in persistent}
+         for n, b in module.named_buffers()},
+        {n: [f"{c.__module__}.{c.__qualname__}" for c in type(m).__mro__]
+         for n, m in module.named_modules(remove_duplicate=False) if n},
+        module.training,
+    )
+
+
+def load_parameters(
+    module: torch.nn.Module | Remote,
+    weights: dict[str, torch.Tensor],
+    *,
+    name: str,
+    names_hint: str,
+    allow: Sequence[str] = (),
+    partial: bool = False,
+) -> ModuleInfo:
+    """Load `weights` into a submission's module by name, keeping the module's own buffers.
+
+    Fails as feedback when the module lacks one of the names. Parameters the exercise does not ask
+    for (a bias, say) are set to zero, unless `partial` (hand-made weights for a few layers) or named
+    in `allow` (a `tril` made a parameter): the module is then judged on what it computes, and the
+    extra parameters cost points in the structure tests only. They are never a reason to fail here:
+    which parameters a module has is the worker's account (`describe`), and a submission that hid
+    its extras from it would otherwise pass more tests than the honest one.
+    """
+    missing, unexpected = expect_tuple(module.load_state_dict(weights, strict=False), 2, name="load_state_dict()")
+    info = describe(module)
+    if unexpected:
+        raise AssertionError(
+            f"{name} has no parameter or buffer {unexpected[0]!r}; its parameters start "
+            f"{sorted(info.parameters)[:4] or 'none'}. Hint: the grader loads weights by name: {names_hint}."
+        )
+    extra = [key for key in missing if key in info.parameters and key not in allow]
+    if extra and not partial:
+        zeros = {key: torch.zeros(info.parameters[key]["shape"], dtype=_dtype(info.parameters[key]["dtype"]))
+                 for key in extra}
+        module.load_state_dict(zeros, strict=False)
+    return info
+
+
+def _dtype(name: object) -> torch.dtype:
+    dtype = getattr(torch, str(name), None)
+    return dtype if isinstance(dtype, torch.dtype) else torch.float32
