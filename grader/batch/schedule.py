@@ -10,10 +10,8 @@ is done, so a batch killed halfway finishes the rest and ends as an uninterrupte
 from __future__ import annotations
 
 import contextlib
-import csv
 import functools
 import hashlib
-import io
 import json
 import os
 import queue
@@ -23,7 +21,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -31,19 +28,18 @@ from pathlib import Path
 from typing import Any
 
 from grader import __version__
+from grader.batch.jobs import Isolation, Job, Outcome, Status
+from grader.batch.summary import summarise, write_grades_csv
 from grader.curriculum import BY_ID
-from grader.grade.reports import SCHEMA, atomic_path, write_json
+from grader.grade.reports import SCHEMA, write_json
 from grader.grade.selection import Selection, kit_root
 from grader.host.scratch import remove_stale_stages
 from grader.inside.shared import processes
 from grader.intake.submission import SubmissionInputError, load
-from grader.text import clean, id_of, spreadsheet_cell
+from grader.text import clean, id_of
 
 # DIR/grades.csv and DIR/summary.json: no submission's report may take or shadow their names.
 RESERVED_IDS = frozenset({"grades", "summary"})
-# How the worker's limits announce themselves in a test's message (see remote.py).
-LIMIT_SIGNS = {"timed out after": "timeout", "crashed with": "crash", "the worker exited with": "crash",
-               "ran out of memory": "memory"}
 
 
 @dataclass(frozen=True)
@@ -55,8 +51,8 @@ class Entry:
 @dataclass(frozen=True)
 class Result:
     id: str
-    status: str  # graded, skipped (done before), timeout, refused, failed
-    report: dict[str, Any]
+    status: Status
+    report: dict[str, Any]  # as written to DIR/<id>.json (CONTRACT.md section 4)
 
 
 def discover(folder: Path) -> list[Entry]:
@@ -109,12 +105,11 @@ def run(
     device: str,
     force: bool = False,
     on_result: Callable[[Result], None] | None = None,
-    isolation: dict[str, Any] | None = None,
+    isolation: Isolation | None = None,
 ) -> list[Result]:
     """Grade every entry not already done; returns one Result per entry, in entry order.
 
-    `isolation` goes to every slot with each job: `secrets` (folders kept from the sandbox), `protect`
-    and `allow_unisolated` (see `tiers.refuse_unless_isolated`).
+    `isolation` goes to every slot with each job.
     """
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob(".partial-*"):  # left by a batch that was killed: its reports never landed
@@ -126,7 +121,7 @@ def run(
         done = _read(out / f"{entry.id}.json")
         # "failed" means the grader broke, not the submission: try those again.
         if not force and done and done.get("key") == keys[entry.id] and done.get("status") != "failed":
-            results[entry.id] = Result(entry.id, "skipped", done)
+            results[entry.id] = Result(entry.id, Status.SKIPPED, done)
         else:
             todo.append(entry)
     for result in results.values():
@@ -139,14 +134,14 @@ def run(
     stage_dir.chmod(0o711)  # crossed, never listed, by bubblewrap running as uid 65534
     try:
         return _run_slots(entries, todo, results, out, selection, keys, stage_dir, jobs=jobs, timeout_s=timeout_s,
-                          device=device, on_result=on_result, isolation=isolation or {})
+                          device=device, on_result=on_result, isolation=isolation or Isolation())
     finally:
         shutil.rmtree(stage_dir, ignore_errors=True)
 
 
 def _run_slots(entries: list[Entry], todo: list[Entry], results: dict[str, Result], out: Path, selection: Selection,
                keys: dict[str, str], stage_dir: Path, *, jobs: int, timeout_s: float, device: str,
-               on_result: Callable[[Result], None] | None, isolation: dict[str, Any]) -> list[Result]:
+               on_result: Callable[[Result], None] | None, isolation: Isolation) -> list[Result]:
     started = [Slot(device, stage_dir) for _ in range(min(max(1, jobs), max(1, len(todo))))]
     slots: queue.Queue[Slot] = queue.Queue()
     for slot in started:
@@ -173,7 +168,7 @@ def _run_slots(entries: list[Entry], todo: list[Entry], results: dict[str, Resul
             slot.close()
     ordered = [results[entry.id] for entry in entries]
     write_grades_csv(ordered, selection, out / "grades.csv")
-    write_json(summarise(ordered, selection), out / "summary.json")
+    summarise(ordered, selection).write(out / "summary.json")
     return ordered
 
 
@@ -199,15 +194,15 @@ class Slot:
             preexec_fn=_die_with_batch,
         )
 
-    def grade(self, job: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
+    def grade(self, job: Job, *, timeout_s: float) -> Outcome:
         """Send one job and wait for its result; a slot that breaks is replaced by a fresh one."""
         assert self.process.stdin and self.process.stdout
         try:
-            self.process.stdin.write(json.dumps(job) + "\n")
+            self.process.stdin.write(json.dumps(job.to_json()) + "\n")
             self.process.stdin.flush()
             ready = select.select([self.process.stdout], [], [], timeout_s)[0]
             line = self.process.stdout.readline() if ready else ""
-            return json.loads(line)
+            return Outcome.from_json(json.loads(line))
         except (OSError, ValueError):
             if self._closed:
                 raise BatchStopped from None  # no report: the submission was not graded
@@ -216,7 +211,7 @@ class Slot:
             self.process.wait()
             self._log.close()
             self._start()
-            return {"status": "failed", "reason": f"the grading process stopped: {problem}"}
+            return Outcome(Status.FAILED, f"the grading process stopped: {problem}")
 
     def _problem(self) -> str:
         self._log.seek(0)
@@ -238,19 +233,18 @@ class Slot:
 
 
 def _grade(slot: Slot, entry: Entry, out: Path, selection: Selection, report_key: str, timeout_s: float,
-           device: str, isolation: dict[str, Any]) -> Result:
-    # The slot works in the kit's folder: every path in a job is absolute.
+           device: str, isolation: Isolation) -> Result:
     partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=out.resolve())) / "report.json"
-    job = {"path": str(entry.path.resolve()), "report": str(partial), "exercises": list(selection.exercises),
-           "suite": selection.suite, "timeout_s": timeout_s, **isolation}
+    job = Job(str(entry.path.resolve()), str(partial), list(selection.exercises), selection.suite, timeout_s,
+              isolation)
     try:
         outcome = slot.grade(job, timeout_s=timeout_s + 60)
-        report = _read(partial) if outcome["status"] == "graded" else None
+        report = _read(partial) if outcome.status == Status.GRADED else None
         if report is not None:
-            status = "graded"
+            status = Status.GRADED
         else:
-            status = outcome["status"] if outcome["status"] in ("refused", "timeout") else "failed"
-            report = _empty_report(entry, selection, device, outcome.get("reason") or "the report is missing")
+            status = outcome.status if outcome.status in (Status.REFUSED, Status.TIMEOUT) else Status.FAILED
+            report = _empty_report(entry, selection, device, outcome.reason or "the report is missing")
     finally:
         shutil.rmtree(partial.parent, ignore_errors=True)
     report.update({"id": entry.id, "submission_name": clean(entry.path.name, newlines=False), "key": report_key,
@@ -300,71 +294,3 @@ def _runtime(requested: str) -> tuple[str, str]:
         return resolve_device(requested), torch.__version__
     except ValueError:
         return requested, torch.__version__
-
-
-# A result's status as grades.csv names it (CONTRACT.md section 4), so that a 0 is never silent.
-CSV_STATUS = {"graded": "graded", "refused": "refused", "timeout": "limit", "failed": "grader-error"}
-
-
-def write_grades_csv(results: list[Result], selection: Selection, path: Path) -> None:
-    """One row per submission: id, status, sandbox tier, one column per exercise, total. Written atomically."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["id", "status", "sandbox", *selection.exercises, "total"])
-    for result in results:
-        scores = {e["id"]: e["score"] for e in result.report.get("exercises", [])}
-        # A submission skipped as done keeps the status it was graded with.
-        status = result.report.get("status", "graded") if result.status == "skipped" else result.status
-        text = [result.id, CSV_STATUS.get(status, status), result.report.get("sandbox") or ""]
-        writer.writerow([*(spreadsheet_cell(cell) for cell in text),
-                         *(f"{scores.get(x, 0.0):g}" for x in selection.exercises),
-                         f"{result.report.get('score', 0.0):g}"])
-    with atomic_path(path, ".tmp") as temporary:
-        temporary.write_text(buffer.getvalue(), encoding="utf-8")
-
-
-def summarise(results: list[Result], selection: Selection) -> dict[str, Any]:
-    """Class statistics: score histogram, mean per exercise, hardest tests, and limit hits."""
-    reports = [r.report for r in results]
-    maximum = sum(float(BY_ID[x].points) for x in selection.exercises)
-    percents = [100 * r.get("score", 0.0) / maximum if maximum else 0.0 for r in reports]
-    histogram = Counter(min(int(p // 10), 9) for p in percents)
-    passed: Counter[str] = Counter()
-    seen: Counter[str] = Counter()
-    limits = []
-    for result in results:
-        hits = set()
-        for exercise in result.report.get("exercises", []) if result.status in ("graded", "skipped") else []:
-            for test in exercise.get("tests", []):
-                if test.get("outcome") == "skipped":
-                    continue
-                seen[test["name"]] += 1
-                passed[test["name"]] += test.get("outcome") == "passed"
-                hits |= {kind for sign, kind in LIMIT_SIGNS.items() if sign in test.get("message", "")}
-        reason = ""
-        if result.status in ("timeout", "refused", "failed"):
-            hits.add(result.status)
-            reason = (result.report.get("warnings") or [""])[0]
-        if hits:
-            limits.append({"id": result.id, "limits": sorted(hits), "reason": reason})
-    hardest = sorted(seen, key=lambda name: (passed[name] / seen[name], name))[:10]
-    return {
-        "submissions": len(results),
-        "statuses": dict(Counter(r.status for r in results)),
-        "sandboxes": dict(Counter(r.report.get("sandbox") or "not graded" for r in results)),
-        "max_score": maximum,
-        "mean_score": round(sum(r.get("score", 0.0) for r in reports) / len(reports), 4) if reports else 0.0,
-        "exercises": {
-            x: round(sum(_exercise_score(r, x) for r in reports) / len(reports), 4) if reports else 0.0
-            for x in selection.exercises
-        },
-        "histogram": [{"from_percent": 10 * i, "to_percent": 10 * i + 10, "count": histogram.get(i, 0)}
-                      for i in range(10)],
-        "hardest_tests": [{"name": n, "pass_rate": round(passed[n] / seen[n], 4), "failed": seen[n] - passed[n]}
-                          for n in hardest if passed[n] < seen[n]],
-        "limits": limits,
-    }
-
-
-def _exercise_score(report: dict[str, Any], exercise_id: str) -> float:
-    return next((e["score"] for e in report.get("exercises", []) if e.get("id") == exercise_id), 0.0)

@@ -23,14 +23,19 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
+from grader.batch.jobs import Job, Outcome, Status
 from grader.host import sandbox, tiers
 from grader.host.limits import Limits, WorkerStartError
 from grader.host.sandbox import Sandbox
 from grader.host.workers import Client
 from grader.inside.shared import processes
 from grader.intake.submission import Submission
+
+if TYPE_CHECKING:
+    from grader.grade.reports import GradeReport
+    from grader.host.session import GradingSession
 
 EXIT_SANDBOX_FAILED = 75  # a child's exit status when the sandbox, not the submission, failed (EX_TEMPFAIL)
 
@@ -70,7 +75,7 @@ class _Slot:
         self._device = device
         self._limits = limits
         self._zygote: Sandbox | None = None
-        self._pending: dict[str, Any] | None = None
+        self._pending: Job | None = None
         self._in_child = False
 
     def serve(self) -> None:
@@ -80,8 +85,8 @@ class _Slot:
 
         while self._next_job() is not None:
             job = self._pending
-            selection = select_tests(job["exercises"], job["suite"])
-            self._selection_key = (job["exercises"], job["suite"])
+            selection = select_tests(job.exercises, job.suite)
+            self._selection_key = (job.exercises, job.suite)
             try:
                 report = runner.collect_then_fork(selection, self._fork)
             except BaseException:
@@ -92,51 +97,50 @@ class _Slot:
                 self._child_done(report)
             if self._pending is job:  # pytest never reached the tests: answer rather than retry forever
                 self._pending = None
-                self._answer({"status": "failed", "reason": "the graded suites could not be collected"})
+                self._answer(Outcome(Status.FAILED, "the graded suites could not be collected"))
 
     def close(self) -> None:
         if self._zygote is not None and not self._in_child:
             self._zygote.close()
 
-    def _next_job(self) -> dict[str, Any] | None:
+    def _next_job(self) -> Job | None:
         if self._pending is None:
             line = self._jobs.readline()
-            self._pending = json.loads(line) if line else None
+            self._pending = Job.from_json(json.loads(line)) if line else None
         return self._pending
 
-    def _fork(self) -> Any:
+    def _fork(self) -> GradingSession | None:
         """Called by the collected pytest session: grade jobs of this selection until none is left.
 
         Returns in a forked child only, with the session to grade; in this process, returns None
         when the jobs run out or the next one needs other suites.
         """
-        while (job := self._next_job()) is not None and (job["exercises"], job["suite"]) == self._selection_key:
+        while (job := self._next_job()) is not None and (job.exercises, job.suite) == self._selection_key:
             self._pending = None
             for attempt in (1, 2):  # a broken sandbox is replaced and the submission graded again, once
                 try:
                     result = self._grade(job)
                 except WorkerStartError as error:
                     self._discard_sandbox()
-                    result = {"status": "failed", "reason": f"the sandbox failed ({attempt} times): {error}"}
+                    result = Outcome(Status.FAILED, f"the sandbox failed ({attempt} times): {error}")
                     continue
                 except Exception as error:  # one submission's trouble never stops the slot
                     self._discard_sandbox()  # nor reaches the next submission through the sandbox
-                    result = {"status": "failed", "reason": f"{type(error).__name__}: {error}"}
+                    result = Outcome(Status.FAILED, f"{type(error).__name__}: {error}")
                 break
-            if result.get("child"):
-                return result["child"]
+            if not isinstance(result, Outcome):  # in the forked child
+                return result
             self._answer(result)
         return None
 
-    def _sandbox(self, job: dict[str, Any]) -> Sandbox:
+    def _sandbox(self, job: Job) -> Sandbox:
         """The slot's sandbox, started anew when there is none or it died (IsolationRefused: see `tiers`)."""
         if self._zygote is not None and not self._zygote.alive():
             self._discard_sandbox()
         if self._zygote is None:
-            for secret in job.get("secrets", []):
+            for secret in job.isolation.secrets:
                 tiers.protect(Path(secret))
-            choice = tiers.refuse_unless_isolated(why=str(job.get("protect", "")),
-                                                  allowed=bool(job.get("allow_unisolated")))
+            choice = tiers.refuse_unless_isolated(why=job.isolation.protect, allowed=job.isolation.allow_unisolated)
             self._zygote = Sandbox(device=self._device, limits=self._limits, tier=choice.tier)
         return self._zygote
 
@@ -145,71 +149,73 @@ class _Slot:
             self._zygote.close()
         self._zygote = None
 
-    def _answer(self, result: dict[str, Any]) -> None:
-        self._results.write(json.dumps(result) + "\n")
+    def _answer(self, result: Outcome) -> None:
+        self._results.write(json.dumps(result.to_json()) + "\n")
         self._results.flush()
 
-    def _grade(self, job: dict[str, Any]) -> dict[str, Any]:
-        """Fork a child for `job` and wait for it within `job["timeout_s"]`; the report goes to job["report"]."""
+    def _grade(self, job: Job) -> Outcome | GradingSession:
+        """Fork a child for `job` and wait for it within `job.timeout_s`; the report goes to `job.report`.
+
+        Returns the Outcome here, and in the forked child the session it grades.
+        """
         from grader.intake.submission import SubmissionInputError, load
 
         started = time.monotonic()
         try:
-            loaded = load(Path(job["path"]))
+            loaded = load(Path(job.path))
         except SubmissionInputError as error:
-            return {"status": "refused", "reason": str(error)}
+            return Outcome(Status.REFUSED, str(error))
         zygote = self._sandbox(job)
         # Read here, not in the child: the zygote's control socket is this process's to read.
         # SandboxUnsafe (a WorkerStartError) makes tiers.choose() say why, and the retry use a weaker tier.
         zygote.check_self_test()
         client = zygote.connect(loaded)
-        error_file = Path(job["report"]).with_suffix(".error")
+        error_file = Path(job.report).with_suffix(".error")
         pid = os.fork()
         if pid == 0:
-            return {"child": self._child_session(job, loaded, client, error_file)}
+            return self._child_session(job, loaded, client, error_file)
         sandbox.adopt(pid)
         client.close()
-        finished = _exits_within(pid, float(job["timeout_s"]))
+        finished = _exits_within(pid, job.timeout_s)
         if not finished:
             os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
         seconds = round(time.monotonic() - started, 3)
         if not finished:
-            return {"status": "timeout", "reason": f"grading took longer than the {job['timeout_s']:g} s budget",
-                    "seconds": seconds}
+            return Outcome(Status.TIMEOUT, f"grading took longer than the {job.timeout_s:g} s budget", seconds)
         code = os.waitstatus_to_exitcode(status)
         if code == 0:
-            return {"status": "graded", "seconds": seconds}
+            return Outcome(Status.GRADED, seconds=seconds)
         reason = ""
         with contextlib.suppress(OSError, IndexError):
             reason = error_file.read_text().strip().splitlines()[-1]
             error_file.unlink()
         if code == EXIT_SANDBOX_FAILED:
             raise WorkerStartError(reason or "the sandbox failed during grading")
-        return {"status": "failed", "reason": reason or "the grading process died", "seconds": seconds}
+        return Outcome(Status.FAILED, reason or "the grading process died", seconds)
 
-    def _child_session(self, job: dict[str, Any], loaded: Submission, client: Client, error_file: Path) -> Any:
+    def _child_session(self, job: Job, loaded: Submission, client: Client, error_file: Path) -> GradingSession:
         """In the forked child: open the grading session the collected tests will use."""
         self._job, self._error_file, self._in_child = job, error_file, True
         try:
             processes.die_with_parent(signal.SIGKILL)
             from grader.host.session import GradingSession
 
-            return GradingSession.around(Path(job["path"]), loaded, self._zygote, client, device=self._device)
+            return GradingSession.around(Path(job.path), loaded, self._zygote, client, device=self._device)
         except BaseException:
             self._child_failed()
 
-    def _child_done(self, report: Any) -> None:
+    def _child_done(self, report: GradeReport) -> None:
         """In the forked child, after its tests: write the report and end, never returning."""
         try:
             from grader.grade.reports import write_json
 
-            write_json(report.to_json(), Path(self._job["report"]))
+            write_json(report.to_json(), Path(self._job.report))
         except BaseException:
             self._child_failed()
         os._exit(0)
 
-    def _child_failed(self) -> None:
+    def _child_failed(self) -> NoReturn:
         with contextlib.suppress(OSError):
             self._error_file.write_text(traceback.format_exc())
         os._exit(EXIT_SANDBOX_FAILED if isinstance(sys.exc_info()[1], WorkerStartError) else 1)

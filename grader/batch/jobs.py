@@ -1,0 +1,61 @@
+"""`jobs` is what a batch and its slots say to each other: a Job per submission, an Outcome per job."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Status(StrEnum):
+    """How a submission's grading ended, as its report and summary.json name it."""
+
+    GRADED = "graded"
+    SKIPPED = "skipped"  # the batch's own: graded before with the same key, its report reused
+    TIMEOUT = "timeout"
+    REFUSED = "refused"  # the submission could not be read (not a zip, no exercise files)
+    FAILED = "failed"  # the grader broke, not the submission
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """What every slot's sandbox needs: folders kept from it, and whether a weak tier may grade (see `tiers`)."""
+
+    secrets: list[str] = field(default_factory=list)
+    protect: str = ""
+    allow_unisolated: bool = False
+
+
+@dataclass(frozen=True)
+class Job:
+    """One submission to grade, sent as one JSON line. The slot works in the kit's folder: every path is absolute."""
+
+    path: str
+    report: str  # where the slot's child writes the report
+    exercises: list[str]
+    suite: str
+    timeout_s: float
+    isolation: Isolation
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Job:
+        return cls(**{**data, "isolation": Isolation(**data["isolation"])})
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a job ended in its slot, sent back as one JSON line; a graded job's report is in the Job's `report` file."""
+
+    status: Status
+    reason: str = ""
+    seconds: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Outcome:
+        return cls(Status(data["status"]), data.get("reason") or "", data.get("seconds"))
