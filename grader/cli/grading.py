@@ -1,0 +1,139 @@
+"""`grading` runs the instructor's and CI's commands: `check` one submission, `batch` a class, `release` the kit."""
+
+from __future__ import annotations
+
+import argparse
+from types import ModuleType
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from grader.cli.parse import EXIT_FAIL_UNDER, EXIT_OK, die, existing_submission
+from grader.cli.render import render, render_summary
+from grader.grade.reports import GradeReport, to_exercism, to_gradescope, write_json
+from grader.grade.selection import Selection, UsageError, select
+from grader.host import tiers
+from grader.host.limits import Limits
+from grader.host.session import GradingSession, resolve_device
+from grader.host.tiers import IsolationRefused
+from grader.intake.submission import SubmissionInputError
+from grader.student import state
+from grader.text import clean
+
+
+def check_command(args: argparse.Namespace, console: Console) -> int:
+    """`grader check`: grade one submission, record it for `grader list`, write the reports asked for, render."""
+    submission = existing_submission(args)
+    try:
+        selection = select(args.exercises, args.suite)
+        # Opening the session starts the worker first; the imports below then overlap with its own.
+        session = GradingSession.open(submission, device=args.device, protect=tiers.exposure(selection.suite),
+                                      allow_unisolated=args.allow_unisolated)
+    except (UsageError, SubmissionInputError, ValueError, IsolationRefused) as error:
+        die(str(error))
+    from grader.grade import runner
+
+    report = _grade(runner, session, selection, console, quick=args.quick, timeout_s=args.timeout)
+    if not state.record_report(report, submission, quick=args.quick):
+        console.print(f"[dim]Could not save the results in {state.STATE_DIR}/: `grader list` will not show them.[/]")
+    try:
+        if args.json:
+            write_json(report.to_json(), args.json)
+        if args.gradescope:
+            write_json(to_gradescope(report, hidden_visibility=args.gradescope_hidden), args.gradescope)
+        if args.exercism:
+            write_json(to_exercism(report), args.exercism)
+    except OSError as error:
+        die(f"cannot write the report: {error}")
+    render(report, console, verbose=args.verbose, files=session.submission)
+    if args.fail_under is not None and report.percent < args.fail_under:
+        console.print(f"[red]Score {report.percent:.1f}% is under --fail-under {args.fail_under:g}%.[/]")
+        return EXIT_FAIL_UNDER
+    return EXIT_OK
+
+
+def _grade(
+    runner: ModuleType, session: GradingSession, selection: Selection, console: Console, *, quick: bool,
+    timeout_s: float,
+) -> GradeReport:
+    if not console.is_terminal:
+        return runner.grade(session, selection, quick=quick, timeout_s=timeout_s)
+    columns = (TextColumn("Grading {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task(escape(clean(session.path.name or str(session.path), newlines=False)), total=None)
+        return runner.grade(
+            session, selection, quick=quick, timeout_s=timeout_s,
+            on_start=lambda total: progress.update(task, total=total),
+            on_test=lambda nodeid, outcome: progress.advance(task),
+        )
+
+
+def batch_command(args: argparse.Namespace, console: Console) -> int:
+    """`grader batch`: grade every submission of a folder with a progress bar, then render the class summary."""
+    from grader import batch
+
+    if not args.submissions.is_dir():
+        die(f"{str(args.submissions)!r} is not a folder: give the folder that holds the submissions")
+    if args.timeout <= 0:
+        die("--timeout must be a positive number of seconds")
+    try:
+        selection = select(None, args.suite)
+        resolve_device(args.device)
+        Limits.from_environment()  # the slots read the same variables: a bad one is a usage error here, once
+        # Other students' submissions and the reports are secrets too, kept from each sandbox as the kit is.
+        tiers.protect(args.submissions)
+        tiers.protect(args.out)
+        protect = tiers.exposure(selection.suite) or "other students' submissions are graded here"
+        tiers.refuse_unless_isolated(why=protect, allowed=args.allow_unisolated)
+        isolation = batch.Isolation(secrets=[str(args.submissions.resolve()), str(args.out.resolve())],
+                                    protect=protect, allow_unisolated=args.allow_unisolated)
+    except (UsageError, ValueError, IsolationRefused) as error:
+        die(str(error))
+    entries = batch.discover(args.submissions)
+    if not entries:
+        die(f"no sub-folders or .zip files in {str(args.submissions)!r}")
+    if args.out.exists() and not args.out.is_dir():
+        die(f"--out {str(args.out)!r} exists and is not a folder")
+    counts = {"done": 0, "not graded": 0, "skipped": 0}
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[counts]}"))
+    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as progress:
+        task = progress.add_task("Grading", total=len(entries), counts="")
+
+        def on_result(result: batch.Result) -> None:
+            kind = {batch.Status.GRADED: "done", batch.Status.SKIPPED: "skipped"}.get(result.status, "not graded")
+            counts[kind] += 1
+            progress.update(task, advance=1, counts=" · ".join(f"{n} {k}" for k, n in counts.items() if n))
+
+        results = batch.run(entries, args.out, selection, jobs=args.jobs, timeout_s=args.timeout,
+                            device=args.device, force=args.force, on_result=on_result, isolation=isolation)
+    render_summary(batch.summarise(results, selection), console, args.out)
+    return EXIT_OK
+
+
+def release_command(args: argparse.Namespace, console: Console) -> int:
+    """`grader release`: build the student distribution, or with --autograder the Gradescope bundle."""
+    import shlex
+
+    from grader.release import ReleaseError, build
+
+    try:
+        written = build(args.out, autograder=args.autograder)
+    except ReleaseError as error:
+        die(str(error))
+    kind = "autograder bundle" if args.autograder else "student distribution"
+    console.print(f"Wrote the {kind} to {escape(str(args.out))} ({len(written)} files).")
+    console.print("GitHub Actions: .github/workflows/grade.yml grades exercises/ on every push.")
+    if args.autograder:
+        console.print("Gradescope: setup.sh and run_autograder are at its top (see docs/gradescope.md). Upload: zip "
+                      "the folder's contents, not the folder, and upload the zip:")
+        console.print(escape(f"  (cd {shlex.quote(str(args.out))} && zip -r ../autograder.zip .)"), soft_wrap=True)
+    return EXIT_OK

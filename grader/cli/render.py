@@ -1,0 +1,107 @@
+"""`render` draws results in the terminal: a submission's score table and failures, a class's summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from grader.curriculum import BY_ID
+from grader.grade.reports import GradeReport
+from grader.intake.submission import Submission
+from grader.student.hints import start_here
+from grader.text import clean
+
+if TYPE_CHECKING:
+    from grader.batch.summary import ClassSummary
+
+STATUS_STYLE = {
+    "done": "[green]✔ done[/]",
+    "failing": "[red]✘ failing[/]",
+    "not started": "[dim]○ not started[/]",
+    "slow tests skipped": "[yellow]◐ slow tests skipped[/]",
+}
+
+
+def points(value: float) -> str:
+    """A score as people write it: 7.5, 10, 3.33."""
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def render(report: GradeReport, console: Console, *, verbose: bool = False, files: Submission | None = None) -> None:
+    """The score table, then each failing test with its message (every test when `verbose`)."""
+    warn = Console(stderr=True, highlight=False, no_color=console.no_color)
+    for warning in report.warnings:
+        warn.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+    table = Table(title=f"{escape(report.submission)} · {report.suite} tests · {report.device}", title_justify="left")
+    table.add_column("Exercise")
+    table.add_column("Tests", justify="right")
+    table.add_column("Points", justify="right")
+    table.add_column("Status")
+    for exercise in report.exercises:
+        status = STATUS_STYLE[exercise.status]
+        if exercise.blocked_by:
+            status = f"[red]✘ blocked by {', '.join(exercise.blocked_by)}[/]"
+        table.add_row(exercise.id, f"{exercise.passed}/{exercise.counted}",
+                      f"{points(exercise.score)}/{points(exercise.max_score)}", status)
+    table.add_section()
+    total = f"[bold]{points(report.score)}/{points(report.max_score)}[/]"
+    table.add_row("[bold]Total[/]", "", total, f"{report.percent:.0f}%")
+    console.print(table)
+    unwritten = [e.id for e in report.exercises if e.status == "not started" and not e.blocked_by and not verbose]
+    for exercise in report.exercises:
+        shown = [t for t in exercise.tests
+                 if verbose or t.outcome in ("failed", "error") or (t.outcome == "skipped" and t.max_points)]
+        if exercise.id in unwritten:
+            continue
+        for test in shown:
+            mark = {"passed": "[green]✔[/]", "skipped": "[dim]-[/]"}.get(test.outcome, "[red]✘[/]")
+            console.print(f"{mark} [bold]{escape(test.name.split('::')[-1])}[/] [dim]({exercise.id})[/]",
+                          soft_wrap=True)
+            if test.message:
+                for line in test.message.splitlines():
+                    console.print(f"    {escape(line)}", soft_wrap=True)
+    if unwritten:
+        console.print(f"[dim]○ {escape(clean(start_here(unwritten, files), newlines=False))}[/]", soft_wrap=True)
+    console.print(f"[dim]Graded in {report.duration_s:.1f} s, torch {report.torch}, sandbox: {report.sandbox}.[/]")
+
+
+def render_summary(summary: ClassSummary, console: Console, out: Path) -> None:
+    """A batch's class summary: counts, score histogram, mean per exercise, hardest tests, limit hits."""
+    statuses = ", ".join(f"{n} {status}" for status, n in sorted(summary.statuses.items()))
+    tiers = ", ".join(f"{n} {tier}" for tier, n in sorted(summary.sandboxes.items()))
+    console.print(f"[bold]{summary.submissions} submissions[/] ({statuses}; sandbox: {tiers}); "
+                  f"mean {points(summary.mean_score)}/{points(summary.max_score)}")
+    if summary.sandboxes.get("none"):
+        console.print(f"[yellow]{summary.sandboxes['none']} submissions were graded without bubblewrap's "
+                      "isolation (sandbox: none); their reports say why.[/]")
+    histogram = Table(title="Scores", title_justify="left", box=None)
+    histogram.add_column("percent")
+    histogram.add_column("")
+    histogram.add_column("count", justify="right")
+    top = max((row.count for row in summary.histogram), default=0) or 1
+    for row in summary.histogram:
+        bar = "█" * round(30 * row.count / top)
+        histogram.add_row(f"{row.from_percent:>3}–{row.to_percent:<3}", f"[cyan]{bar}[/]", str(row.count))
+    console.print(histogram)
+    means = Table(title="Mean per exercise", title_justify="left")
+    means.add_column("Exercise")
+    means.add_column("Mean", justify="right")
+    for exercise_id, mean in summary.exercises.items():
+        means.add_row(exercise_id, f"{points(mean)}/{points(float(BY_ID[exercise_id].points))}")
+    console.print(means)
+    if summary.hardest_tests:
+        hardest = Table(title="Tests most students fail", title_justify="left")
+        hardest.add_column("Test")
+        hardest.add_column("Pass rate", justify="right")
+        for test in summary.hardest_tests:
+            hardest.add_row(escape(clean(test.name, newlines=False)), f"{test.pass_rate:.0%}")
+        console.print(hardest)
+    for hit in summary.limits:
+        reason = f" ({escape(clean(hit.reason, newlines=False))})" if hit.reason else ""
+        console.print(f"[yellow]not graded or hit a limit:[/] {escape(clean(hit.id, newlines=False))}: "
+                      f"{', '.join(hit.limits)}{reason}")
+    console.print(f"[dim]Reports in {escape(str(out))}/: <id>.json, grades.csv, summary.json[/]")
