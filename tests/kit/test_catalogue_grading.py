@@ -1,13 +1,14 @@
 """The grader's verdicts on every exercise's catalogue: honest variants keep full marks, known
 mistakes lose points in the exercise they break, and say why.
 
-`submissions/<exercise>/correct/*.py` and `solutions/mistakes/<exercise>/*.py` (the known mistakes,
-kept with the solutions because they are near-solutions that must never ship) are whole
-alternative `<exercise>.py` files. Each is graded inside a copy of the reference solutions with
-only that one file swapped in, so a mistake is judged on its own, the way a student's lone slip is,
-and the feedback must name that mistake (its DIAGNOSIS), once. A correct variant keeps full marks in
-its own exercise and in every exercise built on it (a float32 softmax from the course notes must not
-cost points in the float64 test of the whole Transformer). That correct code is never diagnosed
+The correct variants (`submissions/<exercise>/correct/`) and the known mistakes (`solutions/mistakes/`,
+kept with the solutions because they are near-solutions that must never ship), as
+`grader.judge.variants` builds them, are whole alternative `<exercise>.py` files. Each is graded
+inside a copy of the reference solutions with only that one file swapped in, so a mistake is judged
+on its own, the way a student's lone slip is, and the feedback must name that mistake (its
+DIAGNOSIS), once. A correct variant keeps full marks in its own exercise and in every exercise built
+on it (a float32 softmax from the course notes must not cost points in the float64 test of the whole
+Transformer). That correct code is never diagnosed
 is checked in-process, cheaply, in test_diagnosis.py.
 """
 
@@ -20,50 +21,48 @@ from pathlib import Path
 import pytest
 
 from grader.curriculum import EXERCISES, prerequisites
+from grader.judge import variants
+from grader.judge.variants import Variant
 
 REPO = Path(__file__).resolve().parents[2]
-SUBMISSIONS = Path(__file__).resolve().parent / "submissions"
-MISTAKES = REPO / "solutions" / "mistakes"
 
 
-def correct_variants() -> list[Path]:
-    return sorted(SUBMISSIONS.glob("*/correct/*.py"))
+def correct_variants() -> list[Variant]:
+    return [variant for exercise in EXERCISES for variant in variants.correct_variants(exercise.id)]
 
 
-def mistakes() -> list[Path]:
-    return sorted(MISTAKES.glob("*/*.py"))
+def mistakes() -> list[Variant]:
+    return [variant for exercise in EXERCISES for variant in variants.mistakes(exercise.id)]
 
 
-def exercise_of(variant: Path) -> str:
-    return variant.parent.parent.name if variant.parent.name == "correct" else variant.parent.name
+def exercise_of(variant: Variant) -> str:
+    return variant.exercise
 
 
-def _id(path: Path) -> str:
-    return f"{exercise_of(path)}/{path.stem}"
+def _id(variant: Variant) -> str:
+    return f"{variant.exercise}/{variant.name}"
 
 
-def _docstring(path: Path) -> str:
-    return path.read_text().split('"""')[1].strip()
+def _docstring(variant: Variant) -> str:
+    return (ast.get_docstring(ast.parse(variant.source)) or "").strip()
 
 
-def _diagnosis(path: Path) -> str:
+def _diagnosis(variant: Variant) -> str:
     """The mistake's DIAGNOSIS, the sentence a student who makes it should read."""
-    found = [ast.literal_eval(node.value) for node in ast.parse(path.read_text()).body
-             if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["DIAGNOSIS"]]
-    assert len(found) == 1 and isinstance(found[0], str), f"{path} needs one DIAGNOSIS = '...' string"
-    return found[0]
+    assert variant.diagnosis, f"{_id(variant)} ({variant.origin}) needs a diagnosis"
+    return variant.diagnosis
 
 
 @pytest.fixture
 def grade_variant(grader_cli, tmp_path: Path):
-    def _grade(variant: Path, *also: str):
+    def _grade(variant: Variant, *also: str):
         exercise = exercise_of(variant)
         folder = tmp_path / "submission"
         folder.mkdir()
         for solution in (REPO / "solutions").glob("*.py"):
             if solution.name not in ("__init__.py", "config.py"):
                 shutil.copyfile(solution, folder / solution.name)
-        shutil.copyfile(variant, folder / f"{exercise}.py")
+        variants.write(variant, folder)
         run = grader_cli.check(folder, tmp_path / "report.json", exercise, *also)
         assert run.returncode == 0, run.describe()
         assert not run.report_problems(), "\n".join(run.report_problems())
@@ -73,7 +72,7 @@ def grade_variant(grader_cli, tmp_path: Path):
 
 
 @pytest.mark.parametrize("variant", correct_variants(), ids=_id)
-def test_correct_variant_keeps_full_marks(grade_variant, variant: Path):
+def test_correct_variant_keeps_full_marks(grade_variant, variant: Variant):
     built_on_it = [e.id for e in EXERCISES if exercise_of(variant) in prerequisites(e.id)]
     exercise, run = grade_variant(variant, *built_on_it)
     for graded in (exercise, *built_on_it):
@@ -82,7 +81,7 @@ def test_correct_variant_keeps_full_marks(grade_variant, variant: Path):
 
 
 @pytest.mark.parametrize("variant", mistakes(), ids=_id)
-def test_known_mistake_loses_points_and_says_why(grade_variant, variant: Path):
+def test_known_mistake_loses_points_and_says_why(grade_variant, variant: Variant):
     exercise, run = grade_variant(variant)
     result = run.exercise(exercise)
     assert result["score"] < result["max_score"], f"full marks for a known mistake: {_docstring(variant)}"

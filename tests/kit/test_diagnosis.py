@@ -15,10 +15,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from grader.judge import diagnosis
+from grader.judge import diagnosis, variants
 
-SUBMISSIONS = Path(__file__).resolve().parent / "submissions"
-MISTAKES = Path(__file__).resolve().parents[2] / "solutions" / "mistakes"
 EXERCISES = sorted(diagnosis.PROBES)
 
 
@@ -31,9 +29,9 @@ def one_thread():
 
 
 def test_every_exercise_has_a_catalogue_and_every_mistake_a_short_diagnosis():
-    assert sorted(p.name for p in MISTAKES.iterdir() if p.is_dir()) == EXERCISES
-    for path in sorted(MISTAKES.glob("*/*.py")):
-        text = diagnosis.diagnosis_text(path)
+    assert [exercise for exercise in EXERCISES if variants.mistakes(exercise)] == EXERCISES
+    for mistake in (mistake for exercise in EXERCISES for mistake in variants.mistakes(exercise)):
+        path, text = f"{mistake.exercise}/{mistake.name}", mistake.diagnosis or ""
         assert "\n" not in text and len(text) <= 200, f"{path}: keep the diagnosis to one short sentence"
         assert ":" in text, f"{path}: say what is wrong, then (after a colon) what to do"
 
@@ -41,7 +39,7 @@ def test_every_exercise_has_a_catalogue_and_every_mistake_a_short_diagnosis():
 @pytest.mark.parametrize("exercise", EXERCISES)
 def test_each_mistake_is_diagnosed_as_itself_alone(exercise: str):
     known = diagnosis.known(exercise)
-    assert known is not None and len(known.mistakes) == len(list((MISTAKES / exercise).glob("*.py")))
+    assert known is not None and len(known.mistakes) == len(variants.mistakes(exercise))
     for mistake, differs, _ in known.mistakes:
         assert differs, f"{exercise}/{mistake.name} behaves like the reference on every facet of the probe"
         got = diagnosis.diagnose(exercise, diagnosis.Library({exercise: mistake.module}))
@@ -49,14 +47,14 @@ def test_each_mistake_is_diagnosed_as_itself_alone(exercise: str):
 
 
 @pytest.mark.parametrize("exercise", EXERCISES)
-def test_correct_code_is_never_diagnosed(exercise: str):
+def test_correct_code_is_never_diagnosed(exercise: str, tmp_path: Path):
     assert diagnosis.diagnose(exercise, diagnosis.REFERENCE) == ()
-    variants = sorted((SUBMISSIONS / exercise / "correct").glob("*.py"))
-    assert variants, f"no correct variants of {exercise} to check"
-    for path in variants:
-        module = diagnosis.load_variant(path, exercise=exercise)
+    correct = variants.correct_variants(exercise)
+    assert correct, f"no correct variants of {exercise} to check"
+    for variant in correct:
+        module = diagnosis.load_variant(variants.write(variant, tmp_path / variant.name), exercise=exercise)
         got = diagnosis.diagnose(exercise, diagnosis.Library({exercise: module}))
-        assert got == (), f"correct {exercise}/{path.stem} diagnosed as {[m.name for m in got]}"
+        assert got == (), f"correct {exercise}/{variant.name} diagnosed as {[m.name for m in got]}"
 
 
 @pytest.mark.parametrize("exercise", EXERCISES)

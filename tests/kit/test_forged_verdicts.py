@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from grader.judge import variants
+
 REPO = Path(__file__).resolve().parents[2]
 FORGERY = Path(__file__).resolve().parent / "submissions" / "forgery"
-MISTAKES = REPO / "solutions" / "mistakes"
 
 # attack folder: (exercise, the mistake it is built on, a test the attack aims to pass)
 ATTACKS = {
@@ -58,10 +59,24 @@ def grade_with(grader_cli, tmp_path_factory):
     return _grade
 
 
+@pytest.fixture(scope="module")
+def mistake_file(tmp_path_factory):
+    """The known mistake `name` of `exercise` as its exercise file, written once per module."""
+    folder = tmp_path_factory.mktemp("mistakes")
+
+    def _file(exercise: str, name: str) -> Path:
+        path = folder / name / f"{exercise}.py"
+        if not path.is_file():
+            variants.write(next(m for m in variants.mistakes(exercise) if m.name == name), path.parent)
+        return path
+
+    return _file
+
+
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
-def test_a_forged_verdict_scores_no_more_than_the_mistake_it_hides(grade_with, attack: str):
+def test_a_forged_verdict_scores_no_more_than_the_mistake_it_hides(grade_with, mistake_file, attack: str):
     exercise, mistake, target = ATTACKS[attack]
-    honest = grade_with(exercise, MISTAKES / exercise / f"{mistake}.py")
+    honest = grade_with(exercise, mistake_file(exercise, mistake))
     forged = grade_with(exercise, FORGERY / attack / f"{exercise}.py")
     assert honest["score"] < honest["max_score"], f"{mistake} should lose points on its own"
     assert forged["score"] <= honest["score"], (

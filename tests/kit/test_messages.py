@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from grader.judge import variants
+
 REPO = Path(__file__).resolve().parents[2]
-STUBS, SOLUTIONS, MISTAKES = REPO / "exercises", REPO / "solutions", REPO / "solutions" / "mistakes"
+STUBS, SOLUTIONS = REPO / "exercises", REPO / "solutions"
 SYNTAX_ERROR = "import torch\n\n\ndef attention(query, key, value, dropout=None, mask=None)\n    return 1\n"
 
 
@@ -22,6 +24,10 @@ def one_line_usage_error(run) -> str:
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in run.stderr, run.describe()
     return lines[0]
+
+
+def known_mistake(exercise: str, name: str) -> variants.Variant:
+    return next(mistake for mistake in variants.mistakes(exercise) if mistake.name == name)
 
 
 def zip_folder(folder: Path, archive: Path, *, under: str) -> Path:
@@ -96,7 +102,7 @@ def test_a_corrupt_zip_is_not_a_valid_zip_archive(grader_cli, tmp_path: Path):
 def test_softmax_over_the_wrong_axis_gets_the_hint_of_its_diagnosis(grader_cli, tmp_path: Path):
     submission = tmp_path / "sub"
     submission.mkdir()
-    shutil.copyfile(MISTAKES / "attention" / "softmax_over_queries.py", submission / "attention.py")
+    variants.write(known_mistake("attention", "softmax_over_queries"), submission)
     run = grader_cli.check(submission, tmp_path / "report.json")
     assert run.returncode == 0, run.describe()
     feedback = run.feedback("attention")
@@ -125,7 +131,7 @@ def test_one_untouched_exercise_names_its_file(grader_cli, tmp_path: Path):
 
 def test_blocked_by_a_list_reads_as_a_plural(grader_cli, tmp_path: Path):
     submission = copy_exercise_files(SOLUTIONS, tmp_path / "sub")
-    shutil.copyfile(MISTAKES / "attention" / "no_scaling.py", submission / "attention.py")
+    variants.write(known_mistake("attention", "no_scaling"), submission)
     masking = (submission / "masking.py").read_text()  # and a causal mask that hides nothing
     (submission / "masking.py").write_text(masking + "\n\ndef causal_mask(seq_len):\n"
                                            "    return torch.zeros(1, 1, seq_len, seq_len)\n")
