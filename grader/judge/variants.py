@@ -77,8 +77,8 @@ def with_docstring(source: str, why: str) -> str:
     first = body[0] if body else None
     docstring = f'"""{why}"""\n'
     if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-        assert first.end_lineno is not None
-        return "".join([*lines[: first.lineno - 1], docstring, *lines[first.end_lineno :]])
+        end = first.end_lineno or first.lineno
+        return "".join([*lines[: first.lineno - 1], docstring, *lines[end:]])
     return docstring + "\n" + source
 
 
