@@ -52,6 +52,7 @@ class Extracted:
     """The exercise files made from some notebooks, and one line on what was left out."""
 
     files: dict[str, bytes] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)  # file -> the cells its definitions come from
     notes: list[str] = field(default_factory=list)
 
 
@@ -128,10 +129,12 @@ def extract(found: list[Cell]) -> Extracted:
         roots = [parsed.definitions[name] for name in exercise.names if name in parsed.definitions]
         if roots:
             extracted.files[exercise.file] = _file(exercise.file, roots, parsed.definitions, parsed.imports).encode()
-    taken = sum(1 for d in parsed.definitions.values() if d.code)
-    extracted.notes.append(
-        f"from {len(found)} code cells: took {taken} definitions and the imports they use; left out "
-        f"{parsed.left_out} top-level statements that run code (in {len(parsed.cells_left_out)} cells)")
+            extracted.origins[exercise.file] = ", ".join(dict.fromkeys(root.where for root in roots))
+    if parsed.left_out or parsed.cells_left_out:
+        taken = sum(1 for d in parsed.definitions.values() if d.code)
+        extracted.notes.append(
+            f"from {len(found)} code cells: took {taken} definitions and the imports they use; left out "
+            f"{parsed.left_out} top-level statements that run code (in {len(parsed.cells_left_out)} cells)")
     return extracted
 
 

@@ -36,7 +36,7 @@ class Submission:
     notes: tuple[str, ...] = field(default=())
     folder: str = "exercises"  # where the files were read (inside `archive`, when a zip), as the student named it
     archive: str = ""
-    from_notebooks: dict[str, str] = field(default_factory=dict)  # exercise file -> the notebook(s) it was made from
+    from_notebooks: dict[str, str] = field(default_factory=dict)  # exercise file -> the notebook cells it was made of
 
     @property
     def missing(self) -> frozenset[str]:
@@ -45,7 +45,7 @@ class Submission:
     def shown(self, filename: str) -> str:
         """Where `filename` of this submission is, for a message that says which file to open."""
         if filename in self.from_notebooks:
-            return f"the notebook {self.from_notebooks[filename]}"
+            return self.from_notebooks[filename]  # "cell 4 of lab.ipynb"
         where = filename if self.folder in ("", ".") else f"{self.folder}/{filename}"
         return f"{where} in {self.archive}" if self.archive else where
 
@@ -211,10 +211,10 @@ def _with_notebooks(loaded: Submission, notebooks: list[tuple[str, bytes]]) -> S
             cells.append(notebook.unreadable(data, name=name, why=str(error)))
     made = notebook.extract(cells)
     added = {name: data for name, data in made.files.items() if name in loaded.missing}
-    shown = ", ".join(name for name, _ in notebooks)
-    notes = (*loaded.notes, *(f"{shown}: {note}" for note in made.notes))
+    read = ", ".join(name for name, _ in notebooks)
+    notes = (*loaded.notes, *(f"{read}: {note}" for note in made.notes))
     return replace(loaded, files={**loaded.files, **added}, notes=notes,
-                   from_notebooks={**loaded.from_notebooks, **dict.fromkeys(added, shown)})
+                   from_notebooks={**loaded.from_notebooks, **{name: made.origins[name] for name in added}})
 
 
 def _with_what_it_uses(path: Path, seen: set[Path] | None = None) -> list[tuple[str, bytes]]:

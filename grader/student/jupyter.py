@@ -60,57 +60,65 @@ def check(*exercises: str, submission: str | os.PathLike[str] | None = None, sui
 
 def run_check(arguments: list[str], *, submission: str | os.PathLike[str] | None = None,
               namespace: dict[str, object] | None = None) -> GradeReport:
-    """`grader check ARGUMENTS` in its own process, its output shown as it comes; the report it wrote."""
+    """`grader check ARGUMENTS` in its own process; its report, shown here with rich (as HTML in Jupyter)."""
+    from rich.console import Console
+
+    from grader.cli.render import render
     from grader.grade.reports import GradeReport
+    from grader.intake.submission import SubmissionInputError, load
 
     if "--submission" not in arguments:
         chosen = Path(submission) if submission is not None else this_notebook(namespace)
         arguments = [*arguments, *(["--submission", str(chosen)] if chosen is not None else [])]
     with tempfile.TemporaryDirectory(prefix="grader-cell-") as folder:
         report_path = Path(folder) / "report.json"
-        code, error = _run([*arguments, "--json", str(report_path)])
+        print(f"grader {shlex.join(arguments)}", flush=True)
+        code, error = _run([*arguments, "--json", str(report_path)], show=False)
         if code not in (EXIT_OK, EXIT_FAIL_UNDER) or not report_path.is_file():
             raise CheckError(error or f"grader check stopped with exit code {code}")
-        return GradeReport.from_json_file(report_path)
+        report = GradeReport.from_json_file(report_path)
+    try:
+        files = load(Path(report.submission))  # only to name the file or notebook cell to open next
+    except (SubmissionInputError, OSError):
+        files = None
+    render(report, Console(highlight=False), verbose="-v" in arguments or "--verbose" in arguments, files=files)
+    return report
 
 
-def _run(arguments: list[str]) -> tuple[int, str]:
-    """`python -m grader ARGUMENTS`, this very grader, its output printed here line by line; its exit code and
-    its one-line error, if any."""
+def _run(arguments: list[str], *, show: bool = True) -> tuple[int, str]:
+    """`python -m grader ARGUMENTS`, this very grader (its output printed here line by line when `show`); its
+    exit code and its one-line error, if any."""
     package_root = str(Path(grader.__file__).resolve().parent.parent)
     path = os.environ.get("PYTHONPATH")
-    env = {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else ""), "OMP_NUM_THREADS": "1",
-           "FORCE_COLOR": "1", "COLUMNS": os.environ.get("COLUMNS", "100"), "TTY_COMPATIBLE": "1"}
+    env = {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else ""), "OMP_NUM_THREADS": "1"}
     process = subprocess.Popen([sys.executable, "-m", "grader", *arguments], stdin=subprocess.DEVNULL,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True, errors="replace")
     assert process.stdout is not None and process.stderr is not None
     for line in process.stdout:
-        print(line, end="", flush=True)
+        if show:
+            print(line, end="", flush=True)
     errors = process.stderr.read()
     code = process.wait()
     error = next((line.removeprefix("grader: error: ") for line in reversed(errors.splitlines())
                   if line.startswith("grader: ")), "")
-    if errors and code in (EXIT_OK, EXIT_FAIL_UNDER):
-        print(errors, end="", file=sys.stderr, flush=True)  # warnings: an unisolated sandbox, left-out cells
     return code, error
 
 
-def grader_magic(line: str, namespace: dict[str, object] | None = None) -> GradeReport | None:
+def grader_magic(line: str, namespace: dict[str, object] | None = None) -> None:
     """`%grader check attention [--suite public ...]`; `%grader use 01-attention` (see `use`); other commands
-    (`hint`, `list`) run as on the command line."""
+    (`hint`, `list`) run as on the command line. Returns nothing: `grader.check(...)` returns the report."""
     try:
         arguments = shlex.split(line)
     except ValueError as error:
         raise CheckError(f"cannot read the arguments ({error}): quote them as in a shell") from None
     if arguments[:1] == ["use"]:
         use(arguments[1:], namespace if namespace is not None else {})
-        return None
-    if not arguments or arguments[0] != "check":
+    elif arguments[:1] == ["check"]:
+        run_check(arguments, namespace=namespace)
+    else:
         code, error = _run(arguments)
         if code >= EXIT_USAGE:
             raise CheckError(error or f"grader {line} stopped with exit code {code}")
-        return None
-    return run_check(arguments, namespace=namespace)
 
 
 def use(names: list[str], namespace: dict[str, object]) -> list[str]:
@@ -157,8 +165,8 @@ def _used_notebooks(names: list[str], folder: Path, *, seen: set[Path]) -> list[
 def load_ipython_extension(ipython: object) -> None:
     """`%load_ext grader`: the `%grader` line magic."""
 
-    def magic(line: str) -> GradeReport | None:
-        return grader_magic(line, getattr(ipython, "user_ns", None))
+    def magic(line: str) -> None:
+        grader_magic(line, getattr(ipython, "user_ns", None))
 
     magic.__doc__ = grader_magic.__doc__
     ipython.register_magic_function(magic, magic_kind="line", magic_name="grader")  # type: ignore[attr-defined]

@@ -64,18 +64,19 @@ def build(exercise: Exercise, stub: str) -> nbformat.NotebookNode:
             f"in a sandbox, exactly as `grader check {exercise.id}` does. Only imports and definitions are graded; "
             "code that runs things (prints, plots, training) is left out."),
     ]
+    setup = "%load_ext grader"
     if used:
         notebooks = " ".join(name_of(_by_id(sibling)).removesuffix(".ipynb") for sibling in used)
-        cells += [
-            new_markdown_cell("This exercise builds on earlier ones. The next cell loads your definitions from "
-                              "their notebooks (definitions only: nothing else in them runs), here and when graded."),
-            new_code_cell(f"%load_ext grader\n%grader use {notebooks}"),
-        ]
+        cells.append(new_markdown_cell(
+            "This exercise builds on earlier ones: the next cell loads your definitions from their notebooks "
+            "(definitions only: nothing else in them runs), here and when this notebook is graded."))
+        setup += f"\n%grader use {notebooks}"
     cells += [
+        new_code_cell(setup),
         new_code_cell(code.rstrip("\n")),
         new_code_cell((WORKED_EXAMPLE if exercise.id == "attention" else SCRATCH).rstrip("\n")),
         new_markdown_cell("## Check\n\nSave the notebook first: the check grades what is saved."),
-        new_code_cell(f"%load_ext grader\n%grader check {exercise.id}"),
+        new_code_cell(f"%grader check {exercise.id}"),
     ]
     notebook = new_notebook(cells=cells, metadata={
         "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},

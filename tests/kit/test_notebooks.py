@@ -114,7 +114,7 @@ def test_py_files_win_over_notebooks_and_notebooks_fill_in_the_rest(tmp_path: Pa
     loaded = load(folder)
     assert loaded.files["attention.py"].decode().startswith("# the .py one")
     assert set(loaded.files) == {"attention.py", "masking.py"}
-    assert loaded.shown("masking.py") == "the notebook lab.ipynb"
+    assert loaded.shown("masking.py") == "cell 3 of lab.ipynb"
     assert loaded.shown("attention.py").endswith("attention.py")
 
 
