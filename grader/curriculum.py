@@ -19,7 +19,8 @@ class Exercise:
 
 EXERCISES: tuple[Exercise, ...] = (
     Exercise("attention", 10, ("attention",)),
-    Exercise("masking", 10, ("causal_average", "weight_mask_and_normalization", "create_look_ahead_mask", "causal_mask")),
+    Exercise("masking", 10,
+             ("causal_average", "weight_mask_and_normalization", "create_look_ahead_mask", "causal_mask")),
     Exercise("head_attention", 10, ("HeadAttention",)),
     Exercise("multi_head_attention", 15, ("MultiHeadAttention",), needs=("attention", "masking")),
     Exercise("positional_encoding", 10, ("PositionalEncoding",)),

@@ -54,7 +54,7 @@ def build(exercise: Exercise, stub: str) -> nbformat.NotebookNode:
     code = "".join(body).lstrip("\n")
     used = [sibling for sibling in _SIBLING_IMPORT.findall(code) if sibling != "config"]
     code = _SIBLING_IMPORT.sub(lambda m: "" if m.group(1) != "config" else m.group(0), code)
-    code = code.replace("from .config import", "from exercises.config import")
+    code = re.sub(r"\n{4,}", "\n\n\n", code.replace("from .config import", "from exercises.config import"))
     number = EXERCISES.index(exercise) + 1
     cells = [
         new_markdown_cell(f"# {number}. {title}\n\n{teaching.strip()}"),

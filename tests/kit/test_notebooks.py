@@ -155,3 +155,16 @@ def test_a_class_of_notebooks_scores_as_the_same_code_in_py_files(grader_cli, tm
     assert scores["wrong-py"]["attention"] < 10
     report = json.loads((out / "right-notebook.json").read_text())
     assert any("left out" in warning and "top-level statements" in warning for warning in report["warnings"])
+
+
+@pytest.mark.slow
+def test_gradescope_grades_a_handed_in_notebook_as_it_grades_the_same_code(tmp_path: Path):
+    from test_release import run_autograder, sandbox_of
+
+    handin = tmp_path / "handin"
+    handin.mkdir()
+    _solutions_notebook(handin / "lab.ipynb")
+    status, results, stderr = run_autograder(tmp_path, handin)
+    if sandbox_of(tmp_path) in (None, "none"):
+        pytest.skip("this machine cannot isolate a submission, so run_autograder refuses every one")
+    assert status == 0 and results["score"] == 100, results["output"] + stderr[-2000:]

@@ -221,7 +221,7 @@ def run_autograder(tmp_path: Path, submission: Path | None, **env: str) -> tuple
     build(root / "source", autograder=True)
     if submission is not None:
         (root / "submission").mkdir()
-        for file in submission.glob("*.py"):
+        for file in [*submission.glob("*.py"), *submission.glob("*.ipynb")]:
             shutil.copyfile(file, root / "submission" / file.name)
     environment = {k: v for k, v in os.environ.items() if k not in ("GRADER_SANDBOX", "GRADER_EXTRA_ARGS")}
     # Its `python3` must be the one that has torch: this test's.
