@@ -161,6 +161,9 @@ def _report(json_report: JSONReport, session: GradingSession, selection: Selecti
         raise RuntimeError(f"pytest did not run the graded suites:\n{sink.getvalue()[-2000:]}")
     if json_report.report.get("exitcode") == pytest.ExitCode.INTERRUPTED:
         raise KeyboardInterrupt  # a partial run is no grade: report nothing rather than a low score
+    if json_report.report.get("exitcode") == pytest.ExitCode.INTERNAL_ERROR:
+        # pytest stopped mid-run (a defect of a hook of ours): the tests it did not reach would count as absent.
+        raise RuntimeError(f"pytest stopped with an internal error:\n{_internal_error(sink.getvalue())}")
     if session.connection.sandbox_failure is not None:
         # No score from a run whose sandbox broke: the caller fails (exit 3) or grades it again.
         raise WorkerStartError(f"the sandbox failed twice: {session.connection.sandbox_failure}")
@@ -186,3 +189,9 @@ def _report(json_report: JSONReport, session: GradingSession, selection: Selecti
         time_budget_s=budget.seconds if budget is not None else None,
         budget_exhausted=budget is not None and budget.used_up,
     )
+
+
+def _internal_error(output: str) -> str:
+    """The last lines of pytest's INTERNALERROR traceback: where our hook failed."""
+    lines = [line.removeprefix("INTERNALERROR> ") for line in output.splitlines() if line.startswith("INTERNALERROR>")]
+    return "\n".join(lines[-6:]) or output[-2000:]
