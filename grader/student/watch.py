@@ -34,9 +34,10 @@ Snapshot = dict[str, tuple[int, int]]
 
 
 def snapshot(submission: Path) -> Snapshot:
-    """Modification time and size of every Python file a check of `submission` would read."""
+    """Modification time and size of every Python file and notebook a check of `submission` would read."""
     paths = [submission] if submission.is_file() else list(dict.fromkeys([
         *submission.glob("*.py"), *submission.glob("exercises/*.py"), *exercise_folder(submission).glob("*.py"),
+        *submission.glob("*.ipynb"),  # a folder of notebooks is a submission too
     ]))
     files: Snapshot = {}
     for path in paths:
