@@ -21,7 +21,7 @@ import re
 import types
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TypeAlias
 
 import pytest
 import torch
@@ -43,11 +43,13 @@ _MESSAGE_SET = pytest.StashKey[bool]()
 _SEED = pytest.StashKey[int]()
 _DIAGNOSED = pytest.StashKey[dict[str, str]]()  # exercise -> what its first failure's diagnosis found
 _FAILED = pytest.StashKey[set[str]]()  # exercises with a failed test so far in this run
-DIAGNOSIS_CALL_TIMEOUT_S = 5.0  # the probe's calls are small; a slow one means there is nothing to learn
+DIAGNOSIS_CALL_TIMEOUT_S = 5.0  # the scenario's calls are small; a slow one means there is nothing to learn
 QUICK_SKIP = "skipped by --quick: run without --quick to earn these points"
 _HINT = re.compile(r" Hint: .*$", re.MULTILINE)  # what a test says of the symptom it saw, to the end of its line
 # "SyntaxError: expected ':' (attention.py, line 3) (attention.py, line 3: def ...)": Python's own location, then ours.
 _LOCATED_TWICE = re.compile(r" \(([^()\s]+), line (\d+)\)(?= \(\1, line \2[:)])")
+# What pytest-json-report stores with a test, for `scoring`: plain JSON values by key.
+Metadata: TypeAlias = dict[str, str | int | float | bool | list[str] | None]
 
 
 class PreparedSession:
@@ -196,8 +198,8 @@ def points_of(item: pytest.Item) -> float:
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_json_runtest_metadata(item: pytest.Item, call: pytest.CallInfo[Any]) -> dict[str, Any]:
-    metadata: dict[str, Any] = {}
+def pytest_json_runtest_metadata(item: pytest.Item, call: pytest.CallInfo[None]) -> Metadata:
+    metadata: Metadata = {}
     if call.when == "setup":
         metadata["exercise"] = exercise_of_test_file(Path(str(item.path)).name)
         metadata["points"] = points_of(item)
@@ -234,7 +236,7 @@ def _diagnosis(item: pytest.Item, exercise: str | None, error: BaseException) ->
         return f"Hint: {' '.join(found)}" if found else ""
     budget = _budget(item.config)
     if budget is not None and budget.spent():
-        return ""  # no time left to run the probe; a later failure in this exercise will not try either
+        return ""  # no time left to run the scenario; a later failure in this exercise will not try either
     diagnosed[exercise] = ""
     if failed.intersection(prerequisites(exercise)):
         return ""  # the failure may come from an exercise it builds on: naming a mistake here would mislead

@@ -17,7 +17,7 @@ import torch
 
 from grader.judge import diagnosis, variants
 
-EXERCISES = sorted(diagnosis.PROBES)
+EXERCISES = sorted(diagnosis.SCENARIOS)
 
 
 @pytest.fixture(autouse=True)
@@ -38,10 +38,10 @@ def test_every_exercise_has_a_catalogue_and_every_mistake_a_short_diagnosis():
 
 @pytest.mark.parametrize("exercise", EXERCISES)
 def test_each_mistake_is_diagnosed_as_itself_alone(exercise: str):
-    known = diagnosis.known(exercise)
+    known = diagnosis.known_facets(exercise)
     assert known is not None and len(known.mistakes) == len(variants.mistakes(exercise))
     for mistake, differs, _ in known.mistakes:
-        assert differs, f"{exercise}/{mistake.name} behaves like the reference on every facet of the probe"
+        assert differs, f"{exercise}/{mistake.name} behaves like the reference on every facet of its scenario"
         got = diagnosis.diagnose(exercise, diagnosis.Library({exercise: mistake.module}))
         assert [m.name for m in got] == [mistake.name], f"{exercise}/{mistake.name} diagnosed as {got}"
 
@@ -59,7 +59,7 @@ def test_correct_code_is_never_diagnosed(exercise: str, tmp_path: Path):
 
 @pytest.mark.parametrize("exercise", EXERCISES)
 def test_tolerances_are_derived_and_finite(exercise: str):
-    known = diagnosis.known(exercise)
+    known = diagnosis.known_facets(exercise)
     assert known is not None
     for name, tol in known.tolerances.items():
         assert math.isfinite(tol), f"{exercise} facet {name!r}: the float32 and float64 references disagree"

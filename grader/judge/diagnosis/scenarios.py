@@ -1,0 +1,208 @@
+"""`scenarios` holds each exercise's scenario: fixed inputs (seeded) and the calls a test would make, as facets.
+
+A scenario runs the same on every implementation (the submission, the reference, each known mistake),
+so that their facets can be compared name by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from grader.host.remote import Remote
+from grader.judge.checks import count_ops, manual_seed
+from grader.judge.diagnosis.observe import SEED, Built, Implementation, Raised, ScenarioRun, outcome, plain
+
+
+def attention_scenario(run: ScenarioRun) -> None:
+    def attention(*args: object, **kwargs: object) -> object:
+        return run.impl.attention.attention(*args, **kwargs)
+
+    q, k, v = run.randn(2, 3, 5, 8), run.randn(2, 3, 7, 8), run.randn(2, 3, 7, 4)
+    mask, keep = run.keep_mask(2, 1, 5, 7), run.dropout_mask(2, 3, 5, 7)
+    run.record("batch and heads", lambda: attention(q, k, v))
+    run.record("no leading dims", lambda: attention(q[0, 0], k[0, 0], v[0, 0]))
+    run.record("keep mask", lambda: attention(q, k, v, mask=mask))
+    run.record("fixed dropout", lambda: attention(q, k, v, dropout=run.impl.probes.FixedMask(keep)))
+    run.record("large scores", lambda: attention(q * 100, k * 100, v))
+    run.record("float64 dtypes", lambda: _dtypes(attention(q.double(), k.double(), v.double())))
+
+
+def masking_scenario(run: ScenarioRun) -> None:
+    x, short, long = run.randn(2, 6, 3), run.randn(1, 4, 2), run.randn(1, 32, 2)
+    w = run.randn(2, 5, 5)
+    w[:, 2, 1], w[:, 4, 0] = 0.0, 0.0  # genuine scores of 0 must not be blocked
+    run.record("causal_average", lambda: run.impl.masking.causal_average(x))
+    run.record("causal_average float64", lambda: _dtypes(run.impl.masking.causal_average(x.double())))
+    # Costly: the worker's first op count takes seconds, unless the suite's own count has warmed it.
+    run.record("causal_average op growth", lambda: _op_growth(run.impl.masking.causal_average, short, long),
+               costly=True)
+    run.record("weight_mask_and_normalization", lambda: run.impl.masking.weight_mask_and_normalization(w))
+    run.record("weight_mask_and_normalization 2D", lambda: run.impl.masking.weight_mask_and_normalization(w[0]))
+    run.record("create_look_ahead_mask", lambda: _nonzero(run.impl.masking.create_look_ahead_mask(5)))
+    run.record("causal_mask", lambda: _additive(run.impl.masking.causal_mask(5)))
+
+
+def head_attention_scenario(run: ScenarioRun) -> None:
+    m = run.module("HeadAttention", lambda impl: impl.head_attention.HeadAttention(12, 4, 8, 0.0))
+    full, short, keep = run.randn(2, 8, 12), run.randn(2, 5, 12), run.dropout_mask(2, 5, 5)
+    run.record("T = block_size", lambda: m(full))
+    run.record("T < block_size", lambda: m(short))
+    run.record("fixed dropout", lambda: _swap(m, "dropout", run.impl.probes.FixedMask(keep))(short))
+
+
+def multi_head_attention_scenario(run: ScenarioRun) -> None:
+    def mha(impl: Implementation, is_causal: bool, dim: int = 16, n_heads: int = 4) -> Built:
+        args = impl.config.ModelArgs(dim=dim, n_heads=n_heads, dropout=0.0, max_seq_len=8)
+        return impl.multi_head_attention.MultiHeadAttention(args, is_causal=is_causal)
+
+    run.record("dim 10, 4 heads", lambda: _refused(lambda: mha(run.impl, False, dim=10)))
+    non_causal = run.module("MultiHeadAttention", lambda impl: mha(impl, False))
+    causal = run.module("MultiHeadAttention causal", lambda impl: mha(impl, True))
+    x, q, kv = run.randn(2, 5, 16), run.randn(2, 3, 16), run.randn(2, 6, 16)
+    pad, on_weights, on_output = run.padding(2, 5), run.dropout_mask(2, 4, 5, 5), run.dropout_mask(2, 5, 16)
+    run.record("self-attention", lambda: non_causal(x, x, x))
+    run.record("cross-attention", lambda: non_causal(q, kv, kv))
+    run.record("padding mask", lambda: non_causal(x, x, x, pad))
+    run.record("causal", lambda: causal(x, x, x))
+    run.record("causal and padding mask", lambda: causal(x, x, x, pad))
+    dropped = run.module("MultiHeadAttention", lambda impl: mha(impl, False))
+
+    def with_fixed_dropout() -> object:
+        dropped.add_module("attn_dropout", run.impl.probes.FixedMask(on_weights))
+        dropped.add_module("resid_dropout", run.impl.probes.FixedMask(on_output))
+        return dropped(x, x, x)
+
+    run.record("fixed dropout", with_fixed_dropout)
+
+
+def positional_encoding_scenario(run: ScenarioRun) -> None:
+    m = run.module("PositionalEncoding", lambda impl: impl.positional_encoding.PositionalEncoding(6, 10, 0.0))
+    dropping = run.module("PositionalEncoding", lambda impl: impl.positional_encoding.PositionalEncoding(6, 10, 0.5))
+    x = run.randn(2, 4, 6)
+    run.record("output", lambda: m(x))
+    # The suite lets F.dropout stand for self.dropout here, so no fixed stand-in: real dropout, same seed.
+    run.record("training mode, seeded dropout", lambda: run.seeded(lambda: dropping.train()(x)))
+
+
+def sublayers_scenario(run: ScenarioRun) -> None:
+    ff = run.module("FeedForward", lambda impl: impl.sublayers.FeedForward(6, 10, 0.0))
+    rc = run.module("ResidualConnection", lambda impl: impl.sublayers.ResidualConnection(6, 0.0))
+    sublayer = run.module("sublayer", lambda impl: impl.torch.nn.Linear(6, 6))  # mixes features, unlike a scale
+    x, hidden, keep = run.randn(2, 4, 6), run.dropout_mask(2, 4, 10), run.dropout_mask(2, 4, 6)
+    run.record("FeedForward", lambda: ff(x))
+    run.record("FeedForward, fixed dropout", lambda: _swap(ff, "dropout", run.impl.probes.FixedMask(hidden))(x))
+    run.record("ResidualConnection", lambda: rc(x, sublayer))
+    run.record("ResidualConnection, fixed dropout",
+               lambda: _swap(rc, "dropout", run.impl.probes.FixedMask(keep))(x, sublayer))
+
+
+def encoder_scenario(run: ScenarioRun) -> None:
+    m = run.module("Encoder", lambda impl: impl.encoder.Encoder(2, 8, 2, 12, 0.0))
+    x, pad = run.randn(2, 5, 8), run.padding(2, 5)
+    run.record("output", lambda: m(x))
+    run.record("padding mask", lambda: m(x, pad))
+
+
+def decoder_scenario(run: ScenarioRun) -> None:
+    m = run.module("Decoder", lambda impl: impl.decoder.Decoder(2, 8, 2, 12, 0.0, 8))
+    x, memory = run.randn(2, 5, 8), run.randn(2, 6, 8)
+    src, tgt = run.padding(2, 6), run.padding(2, 5)
+    run.record("output", lambda: m(x, memory))
+    run.record("src_mask", lambda: m(x, memory, src, None))
+    run.record("tgt_mask", lambda: m(x, memory, None, tgt))
+    run.record("both masks", lambda: m(x, memory, src, tgt))
+
+
+def transformer_scenario(run: ScenarioRun) -> None:
+    def make(impl: Implementation) -> Built:
+        return impl.transformer.Transformer(11, 13, d_model=16, n_heads=2, n_layers=1, d_ff=16, dropout=0.0,
+                                            max_seq_len=16)
+
+    m = run.module("Transformer", make)
+    src, tgt, src_mask = run.tokens(11, 2, 6), run.tokens(13, 2, 5), run.padding(2, 6)
+    run.record("logits", lambda: m(src, tgt))
+    run.record("logits with src_mask", lambda: m(src, tgt, src_mask))
+    run.record("greedy_decode", lambda: run.impl.transformer.greedy_decode(m, src, 8, 1))
+
+
+SCENARIOS: dict[str, Callable[[ScenarioRun], None]] = {
+    "attention": attention_scenario,
+    "masking": masking_scenario,
+    "head_attention": head_attention_scenario,
+    "multi_head_attention": multi_head_attention_scenario,
+    "positional_encoding": positional_encoding_scenario,
+    "sublayers": sublayers_scenario,
+    "encoder": encoder_scenario,
+    "decoder": decoder_scenario,
+    "transformer": transformer_scenario,
+}
+
+
+def run_scenario(exercise: str, impl: Implementation, *, dtype: torch.dtype = torch.float32, device: str = "cpu",
+                 lazy: bool = False) -> ScenarioRun:
+    """Run `exercise`'s scenario on `impl`, torch's global random state seeded and then put back."""
+    run = ScenarioRun(impl, dtype, device, lazy)
+    with torch.random.fork_rng(devices=[]):
+        manual_seed(SEED)
+        SCENARIOS[exercise](run)
+    return run
+
+
+# --- what a scenario observes beyond plain outputs -------------------------------------------------
+
+
+def _swap(m: Built, name: str, sub: Built) -> Built:
+    m.add_module(name, sub)
+    return m
+
+
+def _dtypes(value: object) -> object:
+    if isinstance(value, torch.Tensor):
+        return str(value.dtype)
+    if isinstance(value, (tuple, list)):
+        return tuple(_dtypes(v) for v in value)
+    return plain(value)
+
+
+def _nonzero(value: object) -> object:
+    return value != 0 if isinstance(value, torch.Tensor) else value
+
+
+def _additive(mask: object) -> object:
+    """An additive mask as (blocked, the values where not blocked): -1e9 blocks as well as -inf."""
+    if not isinstance(mask, torch.Tensor) or not mask.is_floating_point():
+        return plain(mask)
+    blocked = mask <= -1e9
+    return blocked, mask.masked_fill(blocked, 0.0)
+
+
+def _refused(build: Callable[[], object]) -> str:
+    result = outcome(build)
+    return "refused" if isinstance(result, Raised) and result.error in ("ValueError", "AssertionError") else "built"
+
+
+def _op_growth(fn: Callable[[torch.Tensor], object], short: torch.Tensor, long: torch.Tensor) -> str:
+    if isinstance(fn, Remote):  # counted by the worker, as the suite's vectorisation test counts
+        at_short, at_long = count_ops(fn, short).total, count_ops(fn, long).total
+    else:
+        at_short, at_long = _torch_calls(fn, short), _torch_calls(fn, long)
+    return "grows with T" if at_long > at_short + 4 else "constant"  # the margin the suite allows
+
+
+def _torch_calls(fn: Callable[..., object], *args: object) -> int:
+    """How many torch functions `fn` calls: trusted code's loops show as well as in aten ops, and the
+    aten counter would cost this process seconds on first use, where the worker has paid it already."""
+    calls = 0
+
+    class CountCalls(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            nonlocal calls
+            calls += 1
+            return func(*args, **(kwargs or {}))
+
+    with CountCalls():
+        fn(*args)
+    return calls
