@@ -6,6 +6,9 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+# A report as the slot's child writes it and DIR/<id>.json keeps it (CONTRACT.md section 4): plain JSON.
+ReportJSON = dict[str, Any]
+
 
 class Status(StrEnum):
     """How a submission's grading ended, as its report and summary.json name it."""

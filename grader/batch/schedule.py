@@ -1,4 +1,4 @@
-"""`batch` grades a folder of submissions in parallel and resumably, and summarises the class.
+"""`schedule` grades a folder of submissions in parallel and resumably; `summary` then sums up the class.
 
 Each job is a `slot` process that imported torch and pytest once and keeps one sandbox warm; each
 submission is graded in a fresh process forked from its slot, with workers forked in its sandbox,
@@ -25,10 +25,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from grader import __version__
-from grader.batch.jobs import Isolation, Job, Outcome, Status
+from grader.batch.jobs import Isolation, Job, Outcome, ReportJSON, Status
 from grader.batch.summary import summarise, write_grades_csv
 from grader.curriculum import BY_ID
 from grader.grade.reports import SCHEMA, write_json
@@ -44,15 +43,19 @@ RESERVED_IDS = frozenset({"grades", "summary"})
 
 @dataclass(frozen=True)
 class Entry:
+    """A submission of the batch: a sub-folder or .zip of SUBMISSIONS_DIR."""
+
     id: str  # safe as a file name and in a spreadsheet, unique in the batch (see `discover`)
     path: Path
 
 
 @dataclass(frozen=True)
 class Result:
+    """How a submission's grading ended, and its report."""
+
     id: str
     status: Status
-    report: dict[str, Any]  # as written to DIR/<id>.json (CONTRACT.md section 4)
+    report: ReportJSON
 
 
 def discover(folder: Path) -> list[Entry]:
@@ -258,7 +261,7 @@ def _die_with_batch() -> None:
     processes.die_with_parent(signal.SIGTERM)
 
 
-def _read(path: Path) -> dict[str, Any] | None:
+def _read(path: Path) -> ReportJSON | None:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -266,7 +269,7 @@ def _read(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and data.get("schema") == SCHEMA else None
 
 
-def _empty_report(entry: Entry, selection: Selection, device: str, reason: str) -> dict[str, Any]:
+def _empty_report(entry: Entry, selection: Selection, device: str, reason: str) -> ReportJSON:
     """A contract-shaped report for a submission that could not be graded: 0 everywhere, and why."""
     exercises = [
         {"id": exercise_id, "score": 0.0, "max_score": float(BY_ID[exercise_id].points), "blocked_by": [],

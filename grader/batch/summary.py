@@ -7,9 +7,9 @@ import io
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from grader.batch.jobs import Status
+from grader.batch.jobs import ReportJSON, Status
 from grader.curriculum import BY_ID
 from grader.grade.reports import atomic_path, write_json
 from grader.grade.selection import Selection
@@ -67,7 +67,7 @@ class ClassSummary:
     hardest_tests: list[HardTest]
     limits: list[LimitHit]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """summary.json's content: the fields in order, each as its JSON key."""
         return asdict(self)
 
@@ -132,5 +132,5 @@ def summarise(results: list[Result], selection: Selection) -> ClassSummary:
     )
 
 
-def _exercise_score(report: dict[str, Any], exercise_id: str) -> float:
+def _exercise_score(report: ReportJSON, exercise_id: str) -> float:
     return next((e["score"] for e in report.get("exercises", []) if e.get("id") == exercise_id), 0.0)
