@@ -93,7 +93,9 @@ def key(entry: Entry, selection: Selection) -> str:
             digest.update(entry.path.read_bytes() if entry.path.is_file() else b"unreadable")
         except OSError:
             digest.update(b"unreadable")
-    for path in sorted(selection.files) + sorted((kit_root() / "grader").glob("*.py")):
+    # The grader's code and the solutions and catalogue it judges by: a change to any of them regrades.
+    kit = [path for folder in ("grader", "solutions") for path in sorted((kit_root() / folder).rglob("*.py"))]
+    for path in sorted(selection.files) + kit:
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
 

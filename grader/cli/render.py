@@ -12,7 +12,7 @@ from rich.table import Table
 from grader.curriculum import BY_ID
 from grader.grade.reports import GradeReport
 from grader.intake.submission import Submission
-from grader.student.hints import start_here
+from grader.student.next_step import start_here
 from grader.text import clean
 
 if TYPE_CHECKING:

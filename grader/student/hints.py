@@ -7,8 +7,6 @@ function (a kit test checks that no hint contains a function body of the referen
 
 from __future__ import annotations
 
-from grader.student.next_step import start_here  # noqa: F401  (grader/cli/render.py imports it from here)
-
 HINTS: dict[str, tuple[str, ...]] = {
     "attention": (
         """\

@@ -15,7 +15,6 @@ from grader.judge.diagnosis.catalogue import (
     Library,
     Mistake,
     catalogue,
-    diagnosis_text,
     load_variant,
     mistakes_folder,
 )
@@ -47,7 +46,6 @@ __all__ = [
     "ScenarioRun",
     "catalogue",
     "diagnose",
-    "diagnosis_text",
     "distance",
     "known_facets",
     "load_variant",

@@ -1,13 +1,13 @@
 """`catalogue` loads the known mistakes of `solutions/mistakes/`, and lends the reference with one exercise swapped.
 
-A mistake is a whole wrong `<exercise>.py`, written as a student would write it, with a module-level
-`DIAGNOSIS` sentence. Where the reference solutions are not installed (the student release) the
+A mistake is a whole wrong `<exercise>.py`, as a student would write it, built from the reference by
+the edits `solutions/mistakes/<exercise>.py` lists (`grader.judge.variants`), with the sentence to tell
+a student who makes it. Where the reference solutions are not installed (the student release) the
 catalogue is empty.
 """
 
 from __future__ import annotations
 
-import ast
 import importlib
 import importlib.util
 import sys
@@ -19,6 +19,8 @@ from pathlib import Path
 import torch
 
 from grader.inside.shared import probes as kit_probes
+from grader.judge import variants
+from grader.judge.variants import Variant
 
 
 @dataclass(frozen=True)
@@ -40,47 +42,32 @@ def mistakes_folder() -> Path | None:
     return folder if folder.is_dir() else None
 
 
-def load_variant(path: Path, *, exercise: str) -> types.ModuleType:
+def load_variant(variant: Variant) -> types.ModuleType:
     """Import a whole alternative `<exercise>.py` in this process, its relative imports bound to solutions/.
 
     Variants are written as student files (`from .config import ModelArgs`); loaded as a module of the
     `solutions` package, they build on the reference for every other exercise.
     """
     importlib.import_module("solutions")
-    name = f"solutions._variant_{exercise}_{path.stem}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
+    name = f"solutions._variant_{variant.exercise}_{variant.name}"
+    module = types.ModuleType(name, None)
     module.__package__ = "solutions"
+    module.__file__ = f"{variant.origin}:{variant.name}"  # where a traceback should send a reader
     sys.modules[name] = module  # dataclasses and pickling look a module up by name
     try:
-        spec.loader.exec_module(module)
+        exec(compile(variant.source, module.__file__, "exec"), module.__dict__)
     except BaseException:
         sys.modules.pop(name, None)
         raise
     return module
 
 
-def diagnosis_text(path: Path) -> str:
-    """The file's module-level DIAGNOSIS string, read without running the file."""
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["DIAGNOSIS"]:
-            value = ast.literal_eval(node.value)
-            if isinstance(value, str) and value.strip():
-                return value.strip()
-    raise ValueError(f"{path} has no DIAGNOSIS = '...' string")
-
-
 @cache
 def catalogue(exercise: str) -> tuple[Mistake, ...]:
-    """The known mistakes of `exercise`, loaded, in file-name order; () where there is no catalogue."""
-    folder = mistakes_folder()
-    if folder is None:
-        return ()
+    """The known mistakes of `exercise`, loaded, by name; () where there is no catalogue."""
     return tuple(
-        Mistake(exercise, path.stem, diagnosis_text(path), load_variant(path, exercise=exercise))
-        for path in sorted((folder / exercise).glob("*.py"))
+        Mistake(exercise, variant.name, variant.diagnosis or "", load_variant(variant))
+        for variant in sorted(variants.mistakes(exercise), key=lambda variant: variant.name)
     )
 
 
