@@ -59,14 +59,15 @@ class Result:
 
 
 def discover(folder: Path) -> list[Entry]:
-    """Every sub-folder and .zip in `folder`, with its id: its file name (a zip's without .zip) where that is safe.
+    """Every sub-folder, .zip and notebook (.ipynb) in `folder`, with its id: its file name (a file's without its
+    suffix) where that is safe.
 
     A name that is not safe as a file name or a spreadsheet cell (see `text.id_of`), or is taken (by
     another submission, in any case, or by grades.csv and summary.json), gets a suffix from a hash of
     the file name: ids are unique, and the same on every run, so a rerun finds the reports it wrote.
     """
     candidates = sorted(p for p in folder.iterdir() if not p.name.startswith(".")
-                        and (p.is_dir() or p.suffix.lower() == ".zip"))
+                        and (p.is_dir() or p.suffix.lower() in (".zip", ".ipynb")))
     taken = set(RESERVED_IDS)  # casefolded: two ids that differ only in case are one file on some disks
     entries = []
     for path in candidates:

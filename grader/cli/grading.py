@@ -99,7 +99,7 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
         die(str(error))
     entries = batch.discover(args.submissions)
     if not entries:
-        die(f"no sub-folders or .zip files in {str(args.submissions)!r}")
+        die(f"no sub-folders, .zip files or notebooks in {str(args.submissions)!r}")
     if args.out.exists() and not args.out.is_dir():
         die(f"--out {str(args.out)!r} exists and is not a folder")
     counts = {"done": 0, "not graded": 0, "skipped": 0}

@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("-v", "--verbose", action="store_true", help="list every test, not only failures")
     check.add_argument("--allow-unisolated", action="store_true", help=UNISOLATED_HELP)
 
-    batch = commands.add_parser("batch", help="grade every sub-folder or .zip of a folder, in parallel")
+    batch = commands.add_parser("batch", help="grade every sub-folder, .zip or notebook of a folder, in parallel")
     batch.add_argument("submissions", type=Path, metavar="SUBMISSIONS_DIR")
     batch.add_argument("--out", type=Path, required=True, metavar="DIR",
                        help="where DIR/<id>.json, DIR/grades.csv and DIR/summary.json go")
