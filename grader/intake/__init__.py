@@ -1,1 +1,1 @@
-"""Where a submission enters: its exercise files found in a folder or zip, and staged for the sandbox."""
+"""Where a submission enters: its exercise files found in a folder, a zip or notebooks, and staged for the sandbox."""
