@@ -6,7 +6,7 @@ imports submission code itself, it is not dumpable, and each worker it forks is 
 (`confine`) before any submission code runs: a worker can neither trace, read nor signal it. It is
 nevertheless not trusted to clean up: between two submissions the trusted side kills whatever is
 left from the host's view of the processes, empties the scratch folders and checks the zygote's
-health (`sandbox.Zygote.recycle`). Copied into the sandbox with the worker: standard library, torch
+health (`grader.host.sandbox.Sandbox.recycle`). Copied into the sandbox with the worker: standard library, torch
 and libseccomp's bindings only.
 
 At start, before importing torch, it runs `confine.self_test` and sends the outcome as its first
