@@ -39,6 +39,9 @@ class Job:
     suite: str
     timeout_s: float
     isolation: Isolation
+    quick: bool = False  # `--quick`: the slow tests are skipped
+    budget_s: float | None = None  # `grader check --timeout`: tests past it fail with "time budget used up"
+    failures: str = ""  # where the child appends each failure as it happens, one JSON line each (watch)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -200,13 +201,18 @@ class Slot:
             preexec_fn=_die_with_batch,
         )
 
-    def grade(self, job: Job, *, timeout_s: float) -> Outcome:
-        """Send one job and wait for its result; a slot that breaks is replaced by a fresh one."""
+    def grade(self, job: Job, *, timeout_s: float, on_wait: Callable[[], None] | None = None) -> Outcome:
+        """Send one job and wait for its result, calling `on_wait` every 50 ms meanwhile; a slot that breaks is
+        replaced by a fresh one."""
         assert self.process.stdin and self.process.stdout
         try:
             self.process.stdin.write(json.dumps(job.to_json()) + "\n")
             self.process.stdin.flush()
-            ready = select.select([self.process.stdout], [], [], timeout_s)[0]
+            deadline = time.monotonic() + timeout_s
+            while not (ready := select.select([self.process.stdout], [], [], 0.05 if on_wait else timeout_s)[0]):
+                if on_wait is None or time.monotonic() > deadline:
+                    break
+                on_wait()
             line = self.process.stdout.readline() if ready else ""
             return Outcome.from_json(json.loads(line))
         except (OSError, ValueError):

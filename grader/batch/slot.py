@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from grader.batch.jobs import Job, Outcome, Status
-from grader.host import sandbox, tiers
+from grader.host import tiers, trees
 from grader.host.limits import Limits, WorkerStartError
 from grader.host.sandbox import Sandbox
 from grader.host.workers import Client
@@ -77,6 +77,9 @@ class _Slot:
         self._zygote: Sandbox | None = None
         self._pending: Job | None = None
         self._in_child = False
+        from grader.grade.runner import FailureFeed
+
+        self._feed = FailureFeed()  # a plugin of every collected session; only a child sets where it writes
 
     def serve(self) -> None:
         """Collect once per selection of suites, and grade its jobs in children forked after collection."""
@@ -86,9 +89,9 @@ class _Slot:
         while self._next_job() is not None:
             job = self._pending
             selection = select_tests(job.exercises, job.suite)
-            self._selection_key = (job.exercises, job.suite)
+            self._selection_key = (job.exercises, job.suite, job.quick)
             try:
-                report = runner.collect_then_fork(selection, self._fork)
+                report = runner.collect_then_fork(selection, self._fork, quick=job.quick, feed=self._feed)
             except BaseException:
                 if self._in_child:
                     self._child_failed()
@@ -115,7 +118,7 @@ class _Slot:
         Returns in a forked child only, with the session to grade; in this process, returns None
         when the jobs run out or the next one needs other suites.
         """
-        while (job := self._next_job()) is not None and (job.exercises, job.suite) == self._selection_key:
+        while (job := self._next_job()) is not None and (job.exercises, job.suite, job.quick) == self._selection_key:
             self._pending = None
             for attempt in (1, 2):  # a broken sandbox is replaced and the submission graded again, once
                 try:
@@ -174,7 +177,7 @@ class _Slot:
         pid = os.fork()
         if pid == 0:
             return self._child_session(job, loaded, client, error_file)
-        sandbox.adopt(pid)
+        trees.adopt(pid)
         client.close()
         finished = _exits_within(pid, job.timeout_s)
         if not finished:
@@ -199,9 +202,14 @@ class _Slot:
         self._job, self._error_file, self._in_child = job, error_file, True
         try:
             processes.die_with_parent(signal.SIGKILL)
+            from grader.host.failures import Budget
             from grader.host.session import GradingSession
 
-            return GradingSession.around(Path(job.path), loaded, self._zygote, client, device=self._device)
+            session = GradingSession.around(Path(job.path), loaded, self._zygote, client, device=self._device)
+            if job.budget_s is not None:  # as `grader check --timeout` bounds its run
+                session.connection.budget = Budget(job.budget_s, started_at=session.opened_at)
+            self._feed.path = Path(job.failures) if job.failures else None
+            return session
         except BaseException:
             self._child_failed()
 

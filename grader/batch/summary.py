@@ -18,7 +18,7 @@ from grader.text import spreadsheet_cell
 if TYPE_CHECKING:
     from grader.batch.schedule import Result
 
-# How the worker's limits announce themselves in a test's message (see remote.py).
+# How the worker's limits announce themselves in a test's message (see grader/host/workers.py and failures.py).
 LIMIT_SIGNS = {"timed out after": "timeout", "crashed with": "crash", "the worker exited with": "crash",
                "ran out of memory": "memory"}
 # A result's status as grades.csv names it (CONTRACT.md section 4), so that a 0 is never silent.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -92,7 +93,8 @@ def grade(
         session.close()
 
 
-def collect_then_fork(selection: Selection, fork: Callable[[], GradingSession | None]) -> GradeReport | None:
+def collect_then_fork(selection: Selection, fork: Callable[[], GradingSession | None], *, quick: bool = False,
+                      feed: FailureFeed | None = None) -> GradeReport | None:
     """Collect the suites once, then grade many submissions, each in a child forked after collection.
 
     Collecting (importing and parametrizing the suites) costs nearly a second, most of the time a
@@ -105,12 +107,12 @@ def collect_then_fork(selection: Selection, fork: Callable[[], GradingSession | 
     prepared = PreparedSession(None)
     sink = io.StringIO()
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), _no_plugin_autoload():
-        plugins = [json_report, prepared, _ForkAfterCollection(fork, prepared)]
-        pytest.main(_arguments(selection, quick=False), plugins=plugins)
+        plugins = [json_report, prepared, _ForkAfterCollection(fork, prepared), *([feed] if feed else [])]
+        pytest.main(_arguments(selection, quick), plugins=plugins)
     if prepared.session is None:
         return None
     try:
-        return _report(json_report, prepared.session, selection, sink)
+        return _report(json_report, prepared.session, selection, sink, prepared.budget)
     finally:
         prepared.session.close()
 
@@ -123,8 +125,25 @@ class _ForkAfterCollection:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
         self._prepared.session = self._fork()
+        if self._prepared.session is not None:  # the child: its budget, if the job set one on the connection
+            self._prepared.budget = self._prepared.session.connection.budget
         # In a child, pytest's own loop now runs the tests; in the parent, nothing is left to run.
         return None if self._prepared.session is not None else True
+
+
+class FailureFeed:
+    """Appends each failed test's feedback to `path` as it happens, one JSON line each: for `grader watch`,
+    which shows the first failure before the whole exercise has run. `path` is set in the forked child."""
+
+    def __init__(self) -> None:
+        self.path: Path | None = None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.path is None or not report.failed:
+            return
+        message = getattr(report, "_json_report_extra", {}).get("metadata", {}).get("message", "")
+        with contextlib.suppress(OSError), self.path.open("a", encoding="utf-8") as feed:
+            feed.write(json.dumps({"test": report.nodeid, "message": message}) + "\n")
 
 
 def _arguments(selection: Selection, quick: bool) -> list[str]:

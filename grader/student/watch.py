@@ -1,34 +1,29 @@
 """`watch` reruns `grader check` on one exercise whenever a file of the submission is saved.
 
 Saves are found by polling the files' modification times and sizes: no dependency, and it works
-on every file system, editors that replace files included. Each check runs as its own
-`python -m grader check` process, so grading stays exactly as sandboxed as a plain check.
+on every file system, editors that replace files included. Every check runs in one process kept
+warm for the session (`warm`), each in a fresh child with a fresh worker: as sandboxed, and graded
+the same, as a plain `grader check`, without paying for torch's import and a new sandbox each time.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 
-import grader
 from grader.curriculum import BY_ID
 from grader.grade.scoring import ExerciseStatus
 from grader.intake.submission import exercise_folder
 from grader.student import state
 from grader.student.next_step import next_exercise
+from grader.student.warm import FirstFailure, WarmChecker
 from grader.text import clean
 
-POLL_S = 0.5
-SETTLE_S = 0.3  # an editor may write a file in several steps: wait until it holds still
-STOP_TIMEOUT_S = 10.0
+POLL_S = 0.05  # a stat of a dozen files: cheap enough to look often
+SETTLE_S = 0.1  # an editor may write a file in several steps: wait until it holds still
 
 Snapshot = dict[str, tuple[int, int]]
 
@@ -69,42 +64,12 @@ def wait_for_save(submission: Path, before: Snapshot, *, poll_s: float = POLL_S)
             now = later
 
 
-def run_check(arguments: list[str]) -> int:
-    """`python -m grader ARGUMENTS` with our stdout; its stderr is shown after it, unless interrupted."""
-    # The child must run this very grader, whichever folder the student started us from.
-    package_root = str(Path(grader.__file__).resolve().parent.parent)
-    path = os.environ.get("PYTHONPATH")
-    env = {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
-    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as errors:
-        # Its own session: Ctrl-C reaches only us, and we stop the check so that it cleans up.
-        process = subprocess.Popen([sys.executable, "-m", "grader", *arguments], stdin=subprocess.DEVNULL,
-                                   stderr=errors, env=env, start_new_session=True)
-        try:
-            code = process.wait()
-        except KeyboardInterrupt:
-            _stop(process)
-            raise
-        errors.seek(0)
-        sys.stderr.write(errors.read())
-        sys.stderr.flush()
-    return code
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    # SIGTERM unwinds the check like Ctrl-C, so it kills its sandboxed worker on the way out.
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-
-
 def watch(submission: Path, exercise: str | None, *, console: Console, quick: bool = True,
           poll_s: float = POLL_S, max_runs: int | None = None) -> int:
-    """Check once, then again after every save, until Ctrl-C (exit 0)."""
+    """Check once, then again after every save, until Ctrl-C (exit 0); every check in one warm process."""
     runs = 0
     saved: list[str] = []
+    checker = WarmChecker(quick=quick)
     try:
         while True:
             target = exercise or next_exercise(submission, saved=saved)
@@ -113,8 +78,7 @@ def watch(submission: Path, exercise: str | None, *, console: Console, quick: bo
             because = f" · saved {', '.join(saved)}" if saved else ""  # file names the student chose
             console.rule(f"[bold]grader check {target}[/]{escape(clean(because, newlines=False))}", align="left")
             before = snapshot(submission)
-            arguments = ["check", target, "--submission", str(submission), *(["--quick"] if quick else [])]
-            run_check(arguments)
+            _check(checker, submission, target, console, quick=quick)
             runs += 1
             if exercise is None:
                 _say_what_next(submission, target, console)
@@ -130,6 +94,33 @@ def watch(submission: Path, exercise: str | None, *, console: Console, quick: bo
     except KeyboardInterrupt:
         console.print("Stopped watching.")
         return 0
+    finally:
+        checker.close()
+
+
+def _check(checker: WarmChecker, submission: Path, exercise: str, console: Console, *, quick: bool) -> None:
+    """One check, shown as `grader check` shows it: the first failure as soon as it is known, then the table."""
+    from grader.cli.render import render
+    from grader.intake.submission import SubmissionInputError, load
+
+    def first(failure: FirstFailure) -> None:
+        console.print(f"[red]✘[/] [bold]{escape(clean(failure.test.split('::')[-1], newlines=False))}[/] "
+                      f"[dim](first failure; the table follows)[/]", soft_wrap=True)
+        for line in clean(failure.message).splitlines():
+            console.print(f"    {escape(line)}", soft_wrap=True)
+
+    checked = checker.check(submission, exercise, on_first_failure=first)
+    if checked.report is None:
+        kind = "error" if checked.refused else "the grader itself failed"
+        console.print(f"[red]grader: {kind}:[/] {escape(clean(checked.problem))}", soft_wrap=True)
+        return
+    if not state.record_report(checked.report, submission, quick=quick):
+        console.print(f"[dim]Could not save the results in {state.STATE_DIR}/: `grader list` will not show them.[/]")
+    try:
+        files = load(submission)
+    except (SubmissionInputError, OSError):
+        files = None
+    render(checked.report, console, files=files)
 
 
 def _say_what_next(submission: Path, checked: str, console: Console) -> None:

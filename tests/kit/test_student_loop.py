@@ -22,6 +22,7 @@ import pytest
 from grader.student.hints import HINTS
 
 REPO = Path(__file__).resolve().parents[2]
+SUBMISSIONS = Path(__file__).resolve().parent / "submissions"
 EXERCISE_IDS = ("attention", "masking", "head_attention", "multi_head_attention", "positional_encoding",
                 "sublayers", "encoder", "decoder", "transformer")
 WATCH_TIMEOUT_S = 90.0
@@ -240,3 +241,54 @@ def test_watch_without_an_exercise_checks_the_first_one_without_full_marks(grade
     run = grader_cli.run("watch", "--max-runs", "1", cwd=tmp_path)
     assert run.returncode == 0, run.describe()
     assert "grader check masking" in run.stdout, f"attention has full marks, so masking is next:\n{run.stdout}"
+
+
+def _graded_part(output: str) -> list[str]:
+    """What `grader check` shows of a grade, from the table to the timing line (not included)."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("┏"))  # the title above names the folder
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("Graded in"))
+    return [line.rstrip() for line in lines[start:end]]
+
+
+def test_watch_grades_every_save_as_a_cold_check_would_and_leaves_nothing_behind(grader_cli, grader_env,
+                                                                                  tmp_path: Path):
+    """Wrong, right, hostile (it leaves processes behind to sabotage the next check), right again: the warm
+    watch shows what four cold `grader check`s show, and after Ctrl-C nothing it started is left."""
+    psutil = pytest.importorskip("psutil")
+    from grader.judge import variants
+
+    wrong = next(v for v in variants.mistakes("attention") if v.name == "no_scaling")
+    versions = [("wrong", wrong.source), ("right", (REPO / "solutions" / "attention.py").read_text()),
+                ("hostile", (SUBMISSIONS / "isolation" / "lurker" / "attention.py").read_text()),
+                ("right again", (REPO / "solutions" / "attention.py").read_text())]
+    cold = []
+    for _, source in versions:
+        folder = submission_with(tmp_path / f"cold-{len(cold)}")
+        (folder / "attention.py").write_text(source)
+        run = grader_cli.run("check", "attention", "--quick", "--submission", str(folder), cwd=tmp_path)
+        assert run.returncode == 0, run.describe()
+        cold.append(_graded_part(run.stdout))
+    assert "10/10" not in "".join(cold[0]) and "10/10" in "".join(cold[1]), cold
+
+    submission = submission_with(tmp_path / "warm")
+    (submission / "attention.py").write_text(versions[0][1])
+    watcher = Watcher("attention", "--submission", str(submission), cwd=tmp_path, env=grader_env)
+    try:
+        shown = [watcher.wait_for("Watching")]
+        for count, (_, source) in enumerate(versions[1:], start=2):
+            time.sleep(0.05)
+            (submission / "attention.py").write_text(source)
+            shown.append(watcher.wait_for("Watching", count=count))
+        started = {p.pid for p in psutil.Process(watcher.process.pid).children(recursive=True)}
+    finally:
+        code, stderr = watcher.stop()
+    assert code == 0 and "Traceback" not in stderr, stderr
+    checks = "".join(watcher.seen).split("Watching")[:-1]
+    assert len(checks) == 4, checks
+    for (name, _), warm_output, cold_output in zip(versions, checks, cold, strict=True):
+        assert _graded_part(warm_output) == cold_output, f"{name}: the watch showed\n{warm_output}\ncold: {cold_output}"
+    assert "first failure" in checks[0], "the first failure comes before the table"
+    time.sleep(1.0)
+    alive = [pid for pid in started if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+    assert not alive, f"processes the watch started outlived it: {alive}"
