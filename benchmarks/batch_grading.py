@@ -24,6 +24,10 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from grader.judge import variants  # noqa: E402 - after the kit's folder is on the path
+
 CATALOGUE = ROOT / "tests" / "kit" / "submissions"
 ORDER = ("attention", "masking", "head_attention", "multi_head_attention", "positional_encoding", "sublayers",
          "encoder", "decoder", "transformer")
@@ -66,10 +70,10 @@ def build_class(folder: Path, scale: float) -> dict[str, str]:
         name = f"stub-{i:02d}"
         shutil.copytree(ROOT / "exercises", folder / name)
         kinds[name] = "stub"
-    wrong = sorted((ROOT / "solutions" / "mistakes").glob("*/*.py"))
+    wrong = [variant for exercise in ORDER for variant in variants.mistakes(exercise)]
     for i, variant in enumerate(spread(wrong, counts["one mistake"])):
         name = f"mistake-{i:02d}"
-        solutions_with(folder / name, {variant.parent.name: variant})
+        solutions_with(folder / name, {variant.exercise: variant.source})
         kinds[name] = "one mistake"
     broken = [
         {"masking": "def causal_average(x):\n    return x[:, :t+1\n"},
