@@ -7,6 +7,7 @@ These tests start Jupyter kernels (nbclient and ipykernel, the dev extra), as a 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -72,7 +73,8 @@ def test_an_untouched_notebook_shows_the_next_step_and_a_filled_one_full_marks(t
 
     untouched = _run(path)
     last = _text(untouched.cells[-1])
-    assert "0/10" in last and "attention" in last, last
+    next_step = r"attention: not implemented yet .* open cell \d+ of 01-attention\.ipynb"
+    assert "0/10" in last and re.search(next_step, last), last
 
     filled = nbformat.read(path, 4)
     stub_cell = next(c for c in filled.cells if c.cell_type == "code" and "def attention" in c.source)
@@ -105,3 +107,14 @@ def test_a_notebook_that_builds_on_others_uses_their_definitions_in_the_kernel_a
     assert "from 02-masking.ipynb:" in _text(use_cell) and "causal_mask" in _text(use_cell)
     last = _text(done.cells[-1])
     assert "15/15" in last, last
+
+
+def test_bad_input_from_a_cell_raises_one_clear_error_never_system_exit():
+    import grader
+
+    with pytest.raises(grader.CheckError, match=r"^unknown exercise 'nope'"):
+        grader.check("nope", submission=REPO / "solutions")
+    with pytest.raises(grader.CheckError, match="does not exist"):
+        grader.check("attention", submission=REPO / "no-such-folder")
+    with pytest.raises(grader.CheckError, match="quote them"):
+        grader.student.jupyter.grader_magic('check "attention')
