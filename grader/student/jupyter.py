@@ -36,13 +36,19 @@ class CheckError(Exception):
 
 
 def this_notebook(namespace: dict[str, object] | None = None) -> Path | None:
-    """The saved notebook this kernel runs, when Jupyter (or VS Code) says which and it exists."""
+    """The saved notebook this kernel runs, when Jupyter (or VS Code) says which and it exists.
+
+    Jupyter Server gives the path relative to its own folder, and starts the kernel in the notebook's
+    folder: a relative path that does not exist from here is looked for by its name, here."""
     said = [os.environ.get("JPY_SESSION_NAME", "")]
     said += [str(namespace.get(name, "")) for name in NOTEBOOK_GLOBALS] if namespace else []
     for candidate in said:
         path = Path(candidate.removeprefix("file://"))
-        if path.suffix == ".ipynb" and path.is_file():
-            return path
+        if path.suffix != ".ipynb":
+            continue
+        for found in (path, Path.cwd() / path.name):
+            if found.is_file():
+                return found
     return None
 
 

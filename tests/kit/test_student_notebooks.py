@@ -118,3 +118,18 @@ def test_bad_input_from_a_cell_raises_one_clear_error_never_system_exit():
         grader.check("attention", submission=REPO / "no-such-folder")
     with pytest.raises(grader.CheckError, match="quote them"):
         grader.student.jupyter.grader_magic('check "attention')
+
+
+def test_the_notebook_is_found_from_what_jupyter_and_vs_code_tell_the_kernel(tmp_path: Path, monkeypatch):
+    from grader.student.jupyter import this_notebook
+
+    folder = tmp_path / "course" / "notebooks"
+    folder.mkdir(parents=True)
+    notebook = folder / "01-attention.ipynb"
+    notebook.write_text("{}")
+    monkeypatch.chdir(folder)  # Jupyter starts the kernel in the notebook's folder
+    monkeypatch.setenv("JPY_SESSION_NAME", "notebooks/01-attention.ipynb")  # relative to the server's folder
+    assert this_notebook() == folder / "01-attention.ipynb"
+    monkeypatch.delenv("JPY_SESSION_NAME")
+    assert this_notebook({"__vsc_ipynb_file__": str(notebook)}) == notebook
+    assert this_notebook({}) is None
