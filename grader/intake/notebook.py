@@ -142,7 +142,7 @@ def script(found: list[Cell]) -> tuple[str, list[str]]:
     """The imports and definitions of `found`, in order, as one script, and the names it defines: what
     `%grader use` runs in a kernel. A definition whose cell does not parse raises ImportError there."""
     parsed = _parse(found)
-    parts = list(dict.fromkeys(code for _, code in parsed.imports if not _is_future(_)))
+    parts = list(dict.fromkeys(code for statement, code in parsed.imports if not _is_future(statement)))
     for definition in sorted(parsed.definitions.values(), key=lambda d: d.order):
         body = definition.code or f"raise ImportError({definition.broken!r})\n"
         parts.append(f"\n# {definition.where}\n{body}")

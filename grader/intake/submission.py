@@ -217,21 +217,37 @@ def _with_notebooks(loaded: Submission, notebooks: list[tuple[str, bytes]]) -> S
                    from_notebooks={**loaded.from_notebooks, **{name: made.origins[name] for name in added}})
 
 
-def _with_what_it_uses(path: Path, seen: set[Path] | None = None) -> list[tuple[str, bytes]]:
+def _with_what_it_uses(path: Path) -> list[tuple[str, bytes]]:
     """The notebook at `path`, after the notebooks its `%grader use` lines name (next to it), recursively."""
-    seen = seen if seen is not None else set()
-    seen.add(path.resolve())
-    data = _read(path)
+    used, _ = used_notebooks(_uses(path), path.parent, seen={path.resolve()})
+    return [*((found.name, _read(found)) for found in used), (path.name, _read(path))]
+
+
+def used_notebooks(names: list[str], folder: Path, *, seen: set[Path]) -> tuple[list[Path], list[str]]:
+    """The notebooks `%grader use NAMES` means, in `folder`, each after those it uses itself; and the names not
+    found there (symbolic links are not followed). `seen` (resolved paths) are left out, and grow."""
+    found: list[Path] = []
+    missing: list[str] = []
+    for name in names:
+        path = folder / (name if name.endswith(".ipynb") else f"{name}.ipynb")
+        if path.resolve() in seen:
+            continue
+        if not path.is_file() or path.is_symlink():
+            missing.append(path.name)
+            continue
+        seen.add(path.resolve())
+        inner, lost = used_notebooks(_uses(path), folder, seen=seen)
+        found += [*inner, path]
+        missing += lost
+    return found, missing
+
+
+def _uses(path: Path) -> list[str]:
+    """What the `%grader use` lines of the notebook at `path` name; none where it cannot be read."""
     try:
-        named = notebook.uses(notebook.cells(data, name=path.name))
-    except notebook.NotebookError:
-        named = []
-    found: list[tuple[str, bytes]] = []
-    for name in named:
-        used = path.parent / (name if name.endswith(".ipynb") else f"{name}.ipynb")
-        if used.is_file() and not used.is_symlink() and used.resolve() not in seen:
-            found += _with_what_it_uses(used, seen)
-    return [*found, (path.name, data)]
+        return notebook.uses(notebook.cells(_read(path), name=path.name))
+    except (notebook.NotebookError, SubmissionInputError):
+        return []
 
 
 def _notebooks_in(path: Path) -> list[Path]:

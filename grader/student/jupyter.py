@@ -12,7 +12,6 @@ saved (Jupyter tells its kernel where it is; VS Code too); else `exercises/`, as
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
 import subprocess
@@ -134,11 +133,16 @@ def use(names: list[str], namespace: dict[str, object]) -> list[str]:
     This runs the student's own code in the student's own kernel, as running those cells would.
     """
     from grader.intake import notebook
+    from grader.intake.submission import used_notebooks
 
     here = this_notebook(namespace)
     folder = here.parent if here is not None else Path.cwd()
+    used, missing = used_notebooks(names, folder, seen=set())
+    if missing:
+        raise CheckError(f"there is no notebook {missing[0]} in {folder}: `%grader use` names notebooks next to "
+                         "this one, without .ipynb (e.g. `%grader use 01-attention`)")
     defined: list[str] = []
-    for path in _used_notebooks(names, folder, seen=set()):
+    for path in used:
         try:
             source, names_defined = notebook.script(notebook.cells(path.read_bytes(), name=path.name))
         except (OSError, notebook.NotebookError) as error:
@@ -147,25 +151,6 @@ def use(names: list[str], namespace: dict[str, object]) -> list[str]:
         defined += names_defined
         print(f"from {path.name}: {', '.join(names_defined) or 'no definitions'}")
     return defined
-
-
-def _used_notebooks(names: list[str], folder: Path, *, seen: set[Path]) -> list[Path]:
-    from grader.intake import notebook
-
-    found: list[Path] = []
-    for name in names:
-        path = folder / (name if name.endswith(".ipynb") else f"{name}.ipynb")
-        if path.resolve() in seen:
-            continue
-        if not path.is_file():
-            raise CheckError(f"there is no notebook {path.name} in {folder}: `%grader use` names notebooks next to "
-                             "this one, without .ipynb (e.g. `%grader use 01-attention`)")
-        seen.add(path.resolve())
-        with contextlib.suppress(notebook.NotebookError, OSError):
-            found += _used_notebooks(notebook.uses(notebook.cells(path.read_bytes(), name=path.name)), folder,
-                                     seen=seen)
-        found.append(path)
-    return found
 
 
 def load_ipython_extension(ipython: object) -> None:
