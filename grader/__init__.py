@@ -3,8 +3,21 @@
 From Python or a notebook: `grader.check("attention")`, or `%load_ext grader` then `%grader check attention`.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 __version__ = "0.1.0"
-
-from grader.student.jupyter import CheckError, check, load_ipython_extension
-
 __all__ = ["CheckError", "__version__", "check", "load_ipython_extension"]
+
+if TYPE_CHECKING:
+    from grader.student.jupyter import CheckError, check, load_ipython_extension
+
+
+def __getattr__(name: str) -> object:
+    # The notebook face is loaded on first use: every `grader` command and grading child imports this package.
+    if name in ("CheckError", "check", "load_ipython_extension"):
+        from grader.student import jupyter
+
+        return getattr(jupyter, name)
+    raise AttributeError(f"module 'grader' has no attribute {name!r}")
