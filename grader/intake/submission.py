@@ -57,7 +57,8 @@ def load(path: Path) -> Submission:
     if path.is_dir():
         return _found(_from_folder(path), f"the folder {str(path)!r}", depth=f"up to {MAX_FOLDER_DEPTH} levels deep")
     if path.suffix.lower() == ".ipynb" and path.is_file():
-        return _found(_with_notebooks(Submission(path.stem, {}, folder="."), _with_what_it_uses(path)),
+        # Only this notebook: a `%grader use` line never makes the grader read another file (a classmate's).
+        return _found(_with_notebooks(Submission(path.stem, {}, folder="."), [(path.name, _read(path))]),
                       path.name, depth="in its code cells")
     if zipfile.is_zipfile(path):
         return _found(_from_zip(path), path.name, depth="at any depth")
@@ -217,15 +218,11 @@ def _with_notebooks(loaded: Submission, notebooks: list[tuple[str, bytes]]) -> S
                    from_notebooks={**loaded.from_notebooks, **{name: made.origins[name] for name in added}})
 
 
-def _with_what_it_uses(path: Path) -> list[tuple[str, bytes]]:
-    """The notebook at `path`, after the notebooks its `%grader use` lines name (next to it), recursively."""
-    used, _ = used_notebooks(_uses(path), path.parent, seen={path.resolve()})
-    return [*((found.name, _read(found)) for found in used), (path.name, _read(path))]
-
-
 def used_notebooks(names: list[str], folder: Path, *, seen: set[Path]) -> tuple[list[Path], list[str]]:
     """The notebooks `%grader use NAMES` means, in `folder`, each after those it uses itself; and the names not
-    found there (symbolic links are not followed). `seen` (resolved paths) are left out, and grow."""
+    found there (symbolic links are not followed). `seen` (resolved paths) are left out, and grow.
+
+    For the student's own kernel and own check (`grader.student.jupyter`); grading never follows these lines."""
     found: list[Path] = []
     missing: list[str] = []
     for name in names:
@@ -236,13 +233,13 @@ def used_notebooks(names: list[str], folder: Path, *, seen: set[Path]) -> tuple[
             missing.append(path.name)
             continue
         seen.add(path.resolve())
-        inner, lost = used_notebooks(_uses(path), folder, seen=seen)
+        inner, lost = used_notebooks(uses_of(path), folder, seen=seen)
         found += [*inner, path]
         missing += lost
     return found, missing
 
 
-def _uses(path: Path) -> list[str]:
+def uses_of(path: Path) -> list[str]:
     """What the `%grader use` lines of the notebook at `path` name; none where it cannot be read."""
     try:
         return notebook.uses(notebook.cells(_read(path), name=path.name))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -72,22 +73,38 @@ def run_check(arguments: list[str], *, submission: str | os.PathLike[str] | None
     from grader.grade.reports import GradeReport
     from grader.intake.submission import SubmissionInputError, load
 
-    if "--submission" not in arguments:
-        chosen = Path(submission) if submission is not None else this_notebook(namespace)
-        arguments = [*arguments, *(["--submission", str(chosen)] if chosen is not None else [])]
     with tempfile.TemporaryDirectory(prefix="grader-cell-") as folder:
+        if "--submission" not in arguments:
+            chosen = Path(submission) if submission is not None else this_notebook(namespace)
+            if chosen is not None and chosen.suffix == ".ipynb":
+                chosen = _with_what_it_uses(chosen, Path(folder) / "notebooks")
+            arguments = [*arguments, *(["--submission", str(chosen)] if chosen is not None else [])]
         report_path = Path(folder) / "report.json"
         print(f"grader {shlex.join(arguments)}", flush=True)
         code, error = _run([*arguments, "--json", str(report_path)], show=False)
         if code not in (EXIT_OK, EXIT_FAIL_UNDER) or not report_path.is_file():
             raise CheckError(error or f"grader check stopped with exit code {code}")
         report = GradeReport.from_json_file(report_path)
-    try:
-        files = load(Path(report.submission))  # only to name the file or notebook cell to open next
-    except (SubmissionInputError, OSError):
-        files = None
+        try:
+            files = load(Path(report.submission))  # only to name the file or notebook cell to open next
+        except (SubmissionInputError, OSError):
+            files = None
     render(report, Console(highlight=False), verbose="-v" in arguments or "--verbose" in arguments, files=files)
     return report
+
+
+def _with_what_it_uses(path: Path, folder: Path) -> Path:
+    """`path`, or where it has `%grader use` lines, a copy of it beside copies of the notebooks they name:
+    the grader grades the notebook alone, never reading a file a notebook names."""
+    from grader.intake.submission import used_notebooks, uses_of
+
+    used, _ = used_notebooks(uses_of(path), path.parent, seen={path.resolve()})
+    if not used:
+        return path
+    folder.mkdir()
+    for notebook_path in [*used, path]:
+        shutil.copyfile(notebook_path, folder / notebook_path.name)
+    return folder
 
 
 def _run(arguments: list[str], *, show: bool = True) -> tuple[int, str]:

@@ -165,3 +165,12 @@ def test_gradescope_grades_a_handed_in_notebook_as_it_grades_the_same_code(tmp_p
     if sandbox_of(tmp_path) in (None, "none"):
         pytest.skip("this machine cannot isolate a submission, so run_autograder refuses every one")
     assert status == 0 and results["score"] == 100, results["output"] + stderr[-2000:]
+
+
+def test_a_notebook_graded_alone_never_reads_the_notebooks_it_names(tmp_path: Path):
+    """`%grader use` is for the student's own kernel: graded, a notebook cannot pull in a classmate's next to it."""
+    _write(tmp_path / "classmate.ipynb", "def attention(query, key, value, dropout=None, mask=None):\n    return 1\n")
+    _write(tmp_path / "mine.ipynb", "%load_ext grader\n%grader use classmate ../classmate",
+           "def causal_average(x):\n    return x\n")
+    loaded = load(tmp_path / "mine.ipynb")
+    assert list(loaded.files) == ["masking.py"]
