@@ -1,8 +1,8 @@
 """`testing` is the one module graded suites import: checks whose failures read as feedback, and their vocabulary.
 
-The checks live in grader/judge/ (`checks`, `expect`, `structure`, `measures`, `dropout`); the failures
-a call into the submission raises in `grader.host.failures`; the capstone's task (shared with the worker) in
-`grader.inside.shared.capstone`.
+The checks live in grader/judge/ (`checks`, `expect`, `structure`, `measures`, `dropout`, `rates`);
+the failures a call into the submission raises in `grader.host.failures`; the capstone's task (shared
+with the worker) in `grader.inside.shared.capstone`.
 """
 
 from grader.host.failures import NotImplementedYet, SubmissionFailure
@@ -11,11 +11,13 @@ from grader.judge.checks import EPS32, assert_close, float64, golden, manual_see
 from grader.judge.dropout import explained_by_weight_dropout, unexplained_by_weight_dropout, uniform_causal
 from grader.judge.expect import expect_tensor, expect_tuple
 from grader.judge.measures import Gradients, OpCount, backward, count_ops, fresh_worker
-from grader.judge.structure import ModuleInfo, describe, load_parameters
+from grader.judge.rates import expect_dropout
+from grader.judge.structure import ModuleInfo, describe, expect_structure, load_parameters
 
 __all__ = [
     "EPS32", "FIRST_DATA_TOKEN", "Gradients", "ModuleInfo", "NotImplementedYet", "OpCount", "SubmissionFailure",
-    "assert_close", "backward", "copy_batch", "count_ops", "derangement", "describe", "expect_tensor", "expect_tuple",
-    "explained_by_weight_dropout", "float64", "fresh_worker", "golden", "greedy_copy", "load_parameters", "manual_seed",
-    "random_keep_mask", "shifted", "tolerance", "unexplained_by_weight_dropout", "uniform_causal",
+    "assert_close", "backward", "copy_batch", "count_ops", "derangement", "describe", "expect_dropout",
+    "expect_structure", "expect_tensor", "expect_tuple", "explained_by_weight_dropout", "float64", "fresh_worker",
+    "golden", "greedy_copy", "load_parameters", "manual_seed", "random_keep_mask", "shifted", "tolerance",
+    "unexplained_by_weight_dropout", "uniform_causal",
 ]

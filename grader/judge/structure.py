@@ -93,3 +93,25 @@ def load_parameters(
 def _dtype(name: object) -> torch.dtype:
     dtype = getattr(torch, str(name), None)
     return dtype if isinstance(dtype, torch.dtype) else torch.float32
+
+
+def expect_structure(module: torch.nn.Module | Remote, reference: torch.nn.Module, *, what: str, hint: str) -> None:
+    """Fail as feedback unless `module` has the reference's parameters and buffers, by name and shape.
+
+    Extra buffers pass (a cached mask changes nothing); extra parameters do not: they are weights the
+    contract does not ask for.
+    """
+    got, want = describe(module), describe(reference)
+    problems = []
+    for kind, have, need, extra_ok in (("parameter", got.parameters, want.parameters, False),
+                                       ("buffer", got.buffers, want.buffers, True)):
+        missing = [name for name in need if name not in have]
+        unexpected = [] if extra_ok else [name for name in have if name not in need]
+        shapes = [f"{name} {have[name]['shape']} (expected {shape['shape']})" for name, shape in need.items()
+                  if name in have and have[name]["shape"] != shape["shape"]]
+        problems += [f"no {kind} {missing[:3]}" if missing else "",
+                     f"unexpected {kind}(s) {unexpected[:3]}" if unexpected else "",
+                     f"{kind} shapes differ: {'; '.join(shapes[:2])}" if shapes else ""]
+    found = ", ".join(problem for problem in problems if problem)
+    if found:
+        raise AssertionError(f"{what} differs from the contract's: {found}. Hint: {hint}")

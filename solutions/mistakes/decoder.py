@@ -76,4 +76,24 @@ MISTAKES = (
                    "on top)."),
         edits=(("self.self_attn(y, y, y, tgt_mask)", "self.self_attn(y, y, y)"),),
     ),
+    Mistake(
+        name="layer_dropout_default",
+        why="DecoderLayer's dropout defaults to 0.1 instead of the contract's 0.0.",
+        diagnosis=("DecoderLayer built without a dropout argument drops in training mode: the default is 0.0, "
+                   "DecoderLayer(d_model, n_heads, d_ff, dropout=0.0, max_seq_len=512)."),
+        edits=(("def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, max_seq_len",
+                "def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, max_seq_len"),),
+    ),
+    Mistake(
+        name="residuals_without_dropout",
+        why="DecoderLayer builds its ResidualConnections without handing on its dropout.",
+        diagnosis=("the residual connections of DecoderLayer never drop: hand dropout on, "
+                   "ResidualConnection(d_model, dropout)."),
+        edits=(("self.residual1 = ResidualConnection(d_model, dropout)\n"
+                "        self.residual2 = ResidualConnection(d_model, dropout)\n"
+                "        self.residual3 = ResidualConnection(d_model, dropout)",
+                "self.residual1 = ResidualConnection(d_model)\n"
+                "        self.residual2 = ResidualConnection(d_model)\n"
+                "        self.residual3 = ResidualConnection(d_model)"),),
+    ),
 )

@@ -50,4 +50,28 @@ MISTAKES = (
             ),
         ),
     ),
+    Mistake(
+        name="layer_dropout_default",
+        why="EncoderLayer's dropout defaults to 0.1 instead of the contract's 0.0.",
+        diagnosis=("EncoderLayer built without a dropout argument drops in training mode: the default is 0.0, "
+                   "EncoderLayer(d_model, n_heads, d_ff, dropout=0.0)."),
+        edits=(("def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0)",
+                "def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1)"),),
+    ),
+    Mistake(
+        name="encoder_dropout_default",
+        why="Encoder's dropout defaults to 0.1 instead of the contract's 0.0.",
+        diagnosis=("Encoder built without a dropout argument drops in training mode: the default is 0.0, "
+                   "Encoder(n_layers, d_model, n_heads, d_ff, dropout=0.0)."),
+        edits=(("def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0)",
+                "def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1)"),),
+    ),
+    Mistake(
+        name="feed_forward_without_dropout",
+        why="EncoderLayer builds FeedForward(d_model, d_ff) without handing on its dropout.",
+        diagnosis=("the feed-forward of EncoderLayer never drops: hand dropout on, FeedForward(d_model, d_ff, "
+                   "dropout)."),
+        edits=(("self.feed_forward = FeedForward(d_model, d_ff, dropout)",
+                "self.feed_forward = FeedForward(d_model, d_ff)"),),
+    ),
 )

@@ -95,4 +95,11 @@ MISTAKES = (
             ),
         ),
     ),
+    Mistake(
+        name="dropout_default",
+        why="HeadAttention's dropout defaults to 0.1 instead of the contract's 0.0.",
+        diagnosis=("HeadAttention built without a dropout argument drops in training mode: the default is 0.0, "
+                   "HeadAttention(n_embd, head_size, block_size, dropout=0.0)."),
+        edits=(("block_size: int, dropout: float = 0.0)", "block_size: int, dropout: float = 0.1)"),),
+    ),
 )

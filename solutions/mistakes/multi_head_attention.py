@@ -134,4 +134,11 @@ MISTAKES = (
             ("self.wv(v).view(B, T_k,", "self.wv(v).view(B, T_q,"),
         ),
     ),
+    Mistake(
+        name="fixed_attention_dropout",
+        why="attn_dropout is nn.Dropout(0.1), a fixed probability, instead of nn.Dropout(args.dropout).",
+        diagnosis=("the dropout on the attention weights has a fixed probability, whatever args.dropout is: "
+                   "self.attn_dropout = nn.Dropout(args.dropout)."),
+        edits=(("self.attn_dropout = nn.Dropout(args.dropout)", "self.attn_dropout = nn.Dropout(0.1)"),),
+    ),
 )

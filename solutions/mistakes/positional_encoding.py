@@ -78,4 +78,11 @@ MISTAKES = (
             ("pe[:, 1::2] = torch.cos(", "pe[:, 1::2] = torch.sin("),
         ),
     ),
+    Mistake(
+        name="fixed_dropout",
+        why="PositionalEncoding builds nn.Dropout(0.1), a fixed probability, instead of nn.Dropout(dropout).",
+        diagnosis=("PositionalEncoding drops with a fixed probability, whatever dropout it was given: "
+                   "self.dropout = nn.Dropout(dropout)."),
+        edits=(("self.dropout = nn.Dropout(dropout)", "self.dropout = nn.Dropout(0.1)"),),
+    ),
 )

@@ -64,4 +64,28 @@ MISTAKES = (
         diagnosis="FeedForward has no relu between w1 and w2: use w2(dropout(relu(w1(x)))).",
         edits=(("self.dropout(torch.relu(self.w1(x)))", "self.dropout(self.w1(x))"),),
     ),
+    Mistake(
+        name="feed_forward_dropout_default",
+        why="FeedForward's dropout defaults to 0.1 instead of the contract's 0.0, so built without it, it drops.",
+        diagnosis=("FeedForward built without a dropout argument drops in training mode: the default is 0.0, "
+                   "FeedForward(d_model, d_ff, dropout=0.0)."),
+        edits=(("def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0)",
+                "def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1)"),),
+    ),
+    Mistake(
+        name="residual_dropout_default",
+        why="ResidualConnection's dropout defaults to 0.1 instead of the contract's 0.0.",
+        diagnosis=("ResidualConnection built without a dropout argument drops in training mode: the default is 0.0, "
+                   "ResidualConnection(d_model, dropout=0.0)."),
+        edits=(("def __init__(self, d_model: int, dropout: float = 0.0)",
+                "def __init__(self, d_model: int, dropout: float = 0.1)"),),
+    ),
+    Mistake(
+        name="feed_forward_fixed_dropout",
+        why="FeedForward builds nn.Dropout(0.1), a fixed probability, instead of nn.Dropout(dropout).",
+        diagnosis=("FeedForward drops with a fixed probability, whatever dropout it was given: build "
+                   "nn.Dropout(dropout) with the argument."),
+        edits=(("self.w2 = nn.Linear(d_ff, d_model)\n        self.dropout = nn.Dropout(dropout)",
+                "self.w2 = nn.Linear(d_ff, d_model)\n        self.dropout = nn.Dropout(0.1)"),),
+    ),
 )

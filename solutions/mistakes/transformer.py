@@ -88,4 +88,18 @@ MISTAKES = (
             ),
         ),
     ),
+    Mistake(
+        name="encoder_without_dropout",
+        why="The Transformer builds its Encoder without handing on dropout, so the encoder never drops.",
+        diagnosis=("the encoder of your Transformer never drops: hand dropout on, Encoder(n_layers, d_model, "
+                   "n_heads, d_ff, dropout)."),
+        edits=(("self.encoder = Encoder(n_layers, d_model, n_heads, d_ff, dropout)",
+                "self.encoder = Encoder(n_layers, d_model, n_heads, d_ff)"),),
+    ),
+    Mistake(
+        name="n_layers_default",
+        why="The Transformer's n_layers defaults to 6 (the paper's) instead of the contract's 2.",
+        diagnosis="Transformer built with the defaults has 6 layers per stack: the contract's default is n_layers=2.",
+        edits=(("n_layers: int = 2,", "n_layers: int = 6,"),),
+    ),
 )

@@ -14,6 +14,8 @@ from grader.testing import (
     assert_close,
     backward,
     describe,
+    expect_dropout,
+    expect_structure,
     expect_tensor,
     float64,
     golden,
@@ -322,3 +324,49 @@ def test_dropout_only_in_training_mode(impl, ref, device, seed):
         "Decoder(dropout=0.5) in training mode gave the same output twice: pass dropout on to self_attn, cross_attn, "
         "feed_forward and the residual connections."
     )
+
+
+# --- defaults, and dropout's probability in every part ---------------------------------------------
+
+MODULES = {"DecoderLayer": (D_MODEL, N_HEADS, D_FF), "Decoder": (2, D_MODEL, N_HEADS, D_FF)}
+PASS_DROPOUT = ("pass the dropout argument on to every part: both MultiHeadAttention(ModelArgs(..., "
+                "dropout=dropout, max_seq_len=max_seq_len), ...), FeedForward(d_model, d_ff, dropout), each "
+                "ResidualConnection(d_model, dropout), and to each DecoderLayer; the defaults are dropout=0.0, "
+                "max_seq_len=512")
+
+
+def built(lib, module, dropout):
+    """lib's DecoderLayer or Decoder of MODULES' sizes; dropout=None leaves dropout and max_seq_len out."""
+    return getattr(lib.decoder, module)(*MODULES[module], *(() if dropout is None else (dropout, MAX_SEQ_LEN)))
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("dropout", [None, 0.0], ids=["defaults", "dropout=0.0"])
+@pytest.mark.parametrize("module", MODULES)
+def test_without_dropout_training_mode_matches_golden(impl, ref, device, seed, module, dropout):
+    r = built(ref, module, dropout)
+    randomise_norms(r)
+    m = built(impl, module, dropout)
+    given = "without dropout and max_seq_len" if dropout is None else "with dropout=0.0"
+    expect_structure(m, r, what=f"{module} built {given}", hint=PASS_DROPOUT + ".")
+    load_parameters(m, {name: p.detach() for name, p in r.named_parameters()}, name=module,
+                    names_hint="self_attn, cross_attn, feed_forward, residual1 to residual3 (and layers.<i>, norm "
+                               "in Decoder)")
+    m, r = m.to(device).train(), r.to(device).train()
+    x, memory = inputs(device)
+    check_golden(m, r, x, memory, name=f"{module} output in training mode, built {given}",
+                 hint="nothing may be dropped, even in training mode: " + PASS_DROPOUT)
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("module", MODULES)
+def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed, module):
+    m = built(impl, module, 0.3)
+    what = f"{module}({', '.join(map(str, MODULES[module]))}, dropout=0.3, max_seq_len={MAX_SEQ_LEN})"
+    try:
+        expect_dropout(module, m, 0.3, what=what, ones_like=impl.torch.ones_like, hint=PASS_DROPOUT + ".")
+        expect_dropout(module, m, 0.3, what=what, training=False, ones_like=impl.torch.ones_like,
+                       hint="in eval mode every dropout is off: use nn.Dropout modules, not F.dropout(..., "
+                            "training=True).")
+    except SubmissionFailure as failure:
+        raise type(failure)(f"{failure} Hint: {PASS_DROPOUT}.") from None

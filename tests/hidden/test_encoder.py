@@ -14,6 +14,7 @@ from grader.testing import (
     assert_close,
     backward,
     describe,
+    expect_dropout,
     expect_tensor,
     float64,
     golden,
@@ -225,3 +226,45 @@ def test_dropout_only_in_training_mode(impl, ref, device, seed):
         "Encoder(dropout=0.5) in training mode gave the same output twice: pass dropout on to self_attn, "
         "feed_forward and the residual connections."
     )
+
+
+# --- the default dropout, and dropout's probability in every part ----------------------------------
+
+MODULES = {"EncoderLayer": (D_MODEL, N_HEADS, D_FF), "Encoder": (2, D_MODEL, N_HEADS, D_FF)}
+PASS_DROPOUT = ("pass the dropout argument on to every part: MultiHeadAttention(ModelArgs(dim=d_model, "
+                "n_heads=n_heads, dropout=dropout)), FeedForward(d_model, d_ff, dropout), ResidualConnection(d_model, "
+                "dropout), and to each EncoderLayer; the default is dropout=0.0")
+
+
+def built(lib, module, dropout):
+    """lib's EncoderLayer or Encoder of MODULES' sizes; dropout=None leaves it out (the default)."""
+    return getattr(lib.encoder, module)(*MODULES[module], *(() if dropout is None else (dropout,)))
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("dropout", [None, 0.0], ids=["default dropout", "dropout=0.0"])
+@pytest.mark.parametrize("module", MODULES)
+def test_without_dropout_training_mode_matches_golden(impl, ref, device, seed, module, dropout):
+    r = built(ref, module, dropout)
+    randomise_norms(r)
+    m = built(impl, module, dropout)
+    load_parameters(m, {name: p.detach() for name, p in r.named_parameters()}, name=module,
+                    names_hint="self_attn, feed_forward, residual1, residual2 (and layers.<i>, norm in Encoder)")
+    m, r = m.to(device).train(), r.to(device).train()
+    given = "without a dropout argument" if dropout is None else "with dropout=0.0"
+    check_golden(m, r, torch.randn(2, 7, D_MODEL, device=device), name=f"{module} output in training mode, "
+                 f"built {given}", hint="nothing may be dropped, even in training mode: " + PASS_DROPOUT)
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("module", MODULES)
+def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed, module):
+    m = built(impl, module, 0.3)
+    what = f"{module}({', '.join(map(str, MODULES[module]))}, dropout=0.3)"
+    try:
+        expect_dropout(module, m, 0.3, what=what, ones_like=impl.torch.ones_like, hint=PASS_DROPOUT + ".")
+        expect_dropout(module, m, 0.3, what=what, training=False, ones_like=impl.torch.ones_like,
+                       hint="in eval mode every dropout is off: use nn.Dropout modules, not F.dropout(..., "
+                            "training=True).")
+    except SubmissionFailure as failure:
+        raise type(failure)(f"{failure} Hint: {PASS_DROPOUT}.") from None

@@ -15,6 +15,7 @@ from grader.testing import (
     assert_close,
     backward,
     describe,
+    expect_dropout,
     expect_tensor,
     explained_by_weight_dropout,
     float64,
@@ -28,9 +29,12 @@ N_EMBD, HEAD_SIZE, BLOCK_SIZE = 24, 6, 10  # head_size != n_embd on purpose
 
 
 def pair(impl, ref, device, *, n_embd=N_EMBD, head_size=HEAD_SIZE, block_size=BLOCK_SIZE, dropout=0.0):
-    """The reference head (trusted) and the submission's, holding the same weights, both in eval mode."""
-    r = ref.head_attention.HeadAttention(n_embd, head_size, block_size, dropout=dropout).to(device).eval()
-    m = impl.head_attention.HeadAttention(n_embd, head_size, block_size, dropout=dropout).to(device).eval()
+    """The reference head (trusted) and the submission's, holding the same weights, both in eval mode.
+
+    dropout=None builds both without a dropout argument: with the default."""
+    given = {} if dropout is None else {"dropout": dropout}
+    r = ref.head_attention.HeadAttention(n_embd, head_size, block_size, **given).to(device).eval()
+    m = impl.head_attention.HeadAttention(n_embd, head_size, block_size, **given).to(device).eval()
     weights = {name: p.detach() for name, p in r.named_parameters()}
     load_parameters(m, weights, name="HeadAttention",
                     names_hint="call the layers key, query and value", allow=("tril",))
@@ -200,3 +204,32 @@ def test_gradients_match_golden(impl, ref, device, seed):
     assert got.inputs and got.inputs[0] is not None, "no gradient reached x: do not detach it"
     assert_close(got.inputs[0], golden_grads.inputs[0].float(), atol=tolerance(ref32.inputs[0], golden_grads.inputs[0]),
                  name="gradient of x")
+
+
+# --- the default dropout, and dropout's probability ----------------------------------------------
+
+DROPOUT_HINT = ("HeadAttention(n_embd, head_size, block_size, dropout=0.0): self.dropout = nn.Dropout(dropout), "
+                "with the argument, applied once to the attention weights")
+
+
+@pytest.mark.points(1)
+def test_default_dropout_is_zero_in_training_mode(impl, ref, device, seed):
+    m, r = pair(impl, ref, device, dropout=None)
+    m.train()
+    r.train()
+    check_golden(m, r, torch.randn(3, 8, N_EMBD, device=device),
+                 name="output in training mode, built without a dropout argument",
+                 hint="the default is 0.0, so nothing is dropped even in training mode: " + DROPOUT_HINT + ".")
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("p", [0.0, 0.3])
+def test_dropout_drops_with_the_probability_it_was_given(impl, seed, p):
+    m = impl.head_attention.HeadAttention(N_EMBD, HEAD_SIZE, BLOCK_SIZE, dropout=p)
+    what = f"HeadAttention({N_EMBD}, {HEAD_SIZE}, {BLOCK_SIZE}, dropout={p})"
+    try:
+        expect_dropout("HeadAttention", m, p, what=what, hint=DROPOUT_HINT + ".")
+        expect_dropout("HeadAttention", m, p, what=what, training=False,
+                       hint="call self.dropout (it switches off in eval), not F.dropout(..., training=True).")
+    except SubmissionFailure as failure:
+        raise type(failure)(f"{failure} Hint: {DROPOUT_HINT}.") from None

@@ -17,6 +17,8 @@ from grader.testing import (
     assert_close,
     backward,
     describe,
+    expect_dropout,
+    expect_structure,
     expect_tensor,
     explained_by_weight_dropout,
     float64,
@@ -33,10 +35,14 @@ WEIGHTS = ("wq", "wk", "wv", "wo")
 
 
 def pair(impl, ref, device, *, is_causal=False, dropout=0.0):
-    """The reference module (trusted) and the submission's, holding the same weights, both in eval mode."""
-    sizes = {"dim": DIM, "n_heads": N_HEADS, "dropout": dropout, "max_seq_len": MAX_SEQ_LEN}
-    r = ref.multi_head_attention.MultiHeadAttention(ref.config.ModelArgs(**sizes), is_causal=is_causal)
-    m = impl.multi_head_attention.MultiHeadAttention(impl.config.ModelArgs(**sizes), is_causal=is_causal)
+    """The reference module (trusted) and the submission's, holding the same weights, both in eval mode.
+
+    is_causal=None and dropout=None leave them out: ModelArgs' and the constructor's defaults."""
+    sizes = {"dim": DIM, "n_heads": N_HEADS, "max_seq_len": MAX_SEQ_LEN, **({} if dropout is None else
+                                                                          {"dropout": dropout})}
+    causal = {} if is_causal is None else {"is_causal": is_causal}
+    r = ref.multi_head_attention.MultiHeadAttention(ref.config.ModelArgs(**sizes), **causal)
+    m = impl.multi_head_attention.MultiHeadAttention(impl.config.ModelArgs(**sizes), **causal)
     weights = {name: p.detach() for name, p in r.named_parameters()}
     load_parameters(m, weights, name="MultiHeadAttention",
                     names_hint="call the layers wq, wk, wv and wo", allow=("mask",))
@@ -341,3 +347,47 @@ def test_every_parameter_gets_the_golden_gradient(impl, ref, device, seed):
     for name, grad, want, ref_grad in zip("qkv", got.inputs, golden_grads.inputs, ref32.inputs, strict=True):
         assert grad is not None, f"no gradient reached the input {name}: do not detach it"
         assert_close(grad, want.float(), atol=tolerance(ref_grad, want), name=f"gradient of the input {name}")
+
+
+# --- defaults, and dropout's probability ---------------------------------------------------------
+
+DROPOUT_HINT = ("self.attn_dropout and self.resid_dropout = nn.Dropout(args.dropout), the first on the attention "
+                "weights, the second on the output after wo")
+
+
+@pytest.mark.points(1)
+def test_defaults_in_training_mode_match_golden(impl, ref, device, seed):
+    m, r = pair(impl, ref, device, is_causal=None, dropout=None)
+    m.train()
+    r.train()
+    x = torch.randn(2, 7, DIM, device=device)
+    check_golden(m, r, x, x, x, name="output in training mode of MultiHeadAttention(args) (ModelArgs' dropout, "
+                                     "is_causal left out)",
+                 hint="is_causal defaults to False (no causal mask), and ModelArgs' dropout defaults to 0.0, so "
+                      "nothing is dropped: " + DROPOUT_HINT + ".")
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("is_causal", [False, True], ids=["not causal", "causal"])
+def test_default_model_args_give_the_reference_structure(impl, ref, is_causal):
+    expect_structure(impl.multi_head_attention.MultiHeadAttention(impl.config.ModelArgs(), is_causal=is_causal),
+                     ref.multi_head_attention.MultiHeadAttention(ref.config.ModelArgs(), is_causal=is_causal),
+                     what=f"MultiHeadAttention(ModelArgs(), is_causal={is_causal})",
+                     hint="take every size from args: nn.Linear(args.dim, args.dim, bias=False), "
+                          "causal_mask(args.max_seq_len), never a number of your own.")
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("p", [0.0, 0.3])
+def test_dropout_drops_with_the_probability_it_was_given(impl, seed, p):
+    for is_causal in (False, True):
+        args = impl.config.ModelArgs(dim=DIM, n_heads=N_HEADS, dropout=p, max_seq_len=MAX_SEQ_LEN)
+        m = impl.multi_head_attention.MultiHeadAttention(args, is_causal=is_causal)
+        what = f"MultiHeadAttention(ModelArgs(dropout={p}), is_causal={is_causal})"
+        try:
+            expect_dropout("MultiHeadAttention", m, p, what=what, hint=DROPOUT_HINT + ", each applied once.")
+            expect_dropout("MultiHeadAttention", m, p, what=what, training=False,
+                           hint="nn.Dropout does nothing in eval mode: use the modules, not F.dropout(..., "
+                                "training=True).")
+        except SubmissionFailure as failure:
+            raise type(failure)(f"{failure} Hint: {DROPOUT_HINT}.") from None

@@ -13,7 +13,15 @@ import math
 import pytest
 import torch
 
-from grader.testing import EPS32, NotImplementedYet, SubmissionFailure, assert_close, describe, expect_tensor
+from grader.testing import (
+    EPS32,
+    NotImplementedYet,
+    SubmissionFailure,
+    assert_close,
+    describe,
+    expect_dropout,
+    expect_tensor,
+)
 
 SIZES = {"d16 max_len 50": (16, 50), "d64 default max_len 5000": (64, None), "d6 max_len 7": (6, 7)}
 DEFAULT_MAX_LEN = 5000
@@ -224,3 +232,32 @@ def test_dropout_in_training_mode_acts_on_the_sum(impl, device, seed):
                              f"half. Hint: {hint}")
     check_sum(out, module, x, 50, keep=out != 0, scale=2.0, name="the outputs dropout kept",
               hint="they should be (x + pe) / (1 - p) = 2 (x + pe): " + hint)
+
+
+# --- the default dropout, and dropout's probability ----------------------------------------------
+
+DROPOUT_HINT = ("self.dropout = nn.Dropout(dropout) with the constructor's dropout argument (default 0.0), "
+                "applied once, to the sum")
+
+
+@pytest.mark.points(1)
+def test_default_dropout_is_zero_in_training_mode(impl, device, seed):
+    module = build(impl, device, 16, 50)
+    module.train()
+    x = torch.randn(2, 20, 16, device=device)
+    with hint_on_crash(FORWARD_HINT):
+        out = module(x)
+    check_sum(out, module, x, 50, name="output in training mode of PositionalEncoding(16, max_len=50)",
+              hint="built without a dropout argument the module has dropout=0.0, so even in training mode it "
+                   "returns x + pe: " + DROPOUT_HINT + ".")
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("p", [0.0, 0.3])
+def test_dropout_drops_with_the_probability_it_was_given(impl, seed, p):
+    module = build(impl, "cpu", 16, 50, dropout=p)
+    with hint_on_crash(FORWARD_HINT):
+        expect_dropout("PositionalEncoding", module, p, what=f"PositionalEncoding(16, dropout={p})",
+                       hint=DROPOUT_HINT + ".")
+        expect_dropout("PositionalEncoding", module, p, what=f"PositionalEncoding(16, dropout={p})",
+                       training=False, hint="nn.Dropout does nothing in eval mode: use self.dropout.")

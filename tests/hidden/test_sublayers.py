@@ -17,6 +17,7 @@ from grader.testing import (
     assert_close,
     backward,
     describe,
+    expect_dropout,
     expect_tensor,
     golden,
     load_parameters,
@@ -233,3 +234,44 @@ def test_dropout_only_in_training_mode(impl, ref, device, seed, module):
     assert not torch.equal(first, second), (
         f"{module}(dropout=0.5) in training mode gave the same output twice: apply self.dropout."
     )
+
+
+# --- the default dropout, and dropout's probability ----------------------------------------------
+
+DROPOUT_HINT = {
+    "FeedForward": "FeedForward(d_model, d_ff, dropout=0.0): self.dropout = nn.Dropout(dropout), with the argument",
+    "ResidualConnection": "ResidualConnection(d_model, dropout=0.0): self.dropout = nn.Dropout(dropout), with the "
+                          "argument",
+}
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("module", ["FeedForward", "ResidualConnection"])
+def test_default_dropout_is_zero_in_training_mode(impl, ref, device, seed, module):
+    if module == "FeedForward":
+        r, m = ref.sublayers.FeedForward(D_MODEL, D_FF), impl.sublayers.FeedForward(D_MODEL, D_FF)
+        sublayer = ()
+    else:
+        r, m = ref.sublayers.ResidualConnection(D_MODEL), impl.sublayers.ResidualConnection(D_MODEL)
+        sublayer = (impl.probes.Scale(2.0), ref.probes.Scale(2.0))
+    load_reference(m, r, module)
+    m, r = m.to(device).train(), r.to(device).train()
+    check_golden(m, r, torch.randn(4, 8, D_MODEL, device=device), *sublayer, what=module,
+                 name="output in training mode, built without a dropout argument",
+                 hint="the default is 0.0, so nothing is dropped even in training mode: " + DROPOUT_HINT[module] + ".")
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("p", [0.0, 0.3])
+@pytest.mark.parametrize("module", ["FeedForward", "ResidualConnection"])
+def test_dropout_drops_with_the_probability_it_was_given(impl, seed, module, p):
+    sizes = (D_MODEL, D_FF) if module == "FeedForward" else (D_MODEL,)
+    m = getattr(impl.sublayers, module)(*sizes, p)
+    what = f"{module}({', '.join(map(str, sizes))}, dropout={p})"
+    try:
+        for training in (True, False):
+            expect_dropout(module, m, p, what=what, training=training, ones_like=impl.torch.ones_like,
+                           hint=DROPOUT_HINT[module] + (", applied once." if training else
+                                                        "; nn.Dropout does nothing in eval mode."))
+    except SubmissionFailure as failure:
+        raise type(failure)(f"{failure} Hint: {DROPOUT_HINT[module]}.") from None

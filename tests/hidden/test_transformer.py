@@ -20,6 +20,8 @@ from grader.testing import (
     copy_batch,
     derangement,
     describe,
+    expect_dropout,
+    expect_structure,
     expect_tensor,
     float64,
     golden,
@@ -399,3 +401,56 @@ def test_capstone_trained_model_copies_fresh_sequences(impl, ref, device):
         "0-2 change when only the target tokens after position 2 change: in training it could read the answer from the "
         "future. Hint: the decoder's self-attention must be causal."
     )
+
+
+# --- defaults, and dropout's probability in every part ---------------------------------------------
+
+DEFAULTS = ("Transformer(src_vocab, tgt_vocab, d_model=128, n_heads=4, n_layers=2, d_ff=512, dropout=0.1, "
+            "max_seq_len=512)")
+PASS_DROPOUT = ("pass dropout on to every part: PositionalEncoding(d_model, max_seq_len, dropout), "
+                "Encoder(n_layers, d_model, n_heads, d_ff, dropout), Decoder(n_layers, d_model, n_heads, d_ff, "
+                "dropout, max_seq_len)")
+
+
+@pytest.mark.points(1)
+def test_default_sizes_give_the_reference_structure(impl, ref):
+    expect_structure(impl.transformer.Transformer(SRC_VOCAB, TGT_VOCAB), ref.transformer.Transformer(SRC_VOCAB,
+                     TGT_VOCAB), what=f"Transformer({SRC_VOCAB}, {TGT_VOCAB})",
+                     hint="the defaults are " + DEFAULTS + ", each handed on to the parts.")
+
+
+@pytest.mark.points(1)
+def test_default_sizes_match_golden(impl, ref, device, seed):
+    r = ref.transformer.Transformer(SRC_VOCAB, TGT_VOCAB)
+    m = impl.transformer.Transformer(SRC_VOCAB, TGT_VOCAB)
+    load(m, r)
+    m, r = m.to(device).eval(), r.to(device).eval()
+    src, tgt = tokens(SRC_VOCAB, 2, 7, device), tokens(TGT_VOCAB, 2, 6, device)
+    check_golden(m, r, "forward", src, tgt, name=f"Transformer({SRC_VOCAB}, {TGT_VOCAB}) logits in eval mode",
+                 hint="built with the defaults, " + DEFAULTS + ": n_heads splits d_model into heads, so a wrong "
+                      "default changes the output even where the weights are the same.")
+
+
+@pytest.mark.points(1)
+def test_dropout_zero_in_training_mode_matches_golden(impl, ref, device, seed):
+    m, r = pair(impl, ref, device, dropout=0.0)
+    m, r = m.train(), r.train()
+    src, tgt = tokens(SRC_VOCAB, 2, 7, device), tokens(TGT_VOCAB, 2, 6, device)
+    check_golden(m, r, "forward", src, tgt, name="logits in training mode of a Transformer built with dropout=0.0",
+                 hint="with dropout=0.0 nothing is dropped, even in training mode: " + PASS_DROPOUT + ".")
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("p", [None, 0.3], ids=["default dropout 0.1", "dropout=0.3"])
+def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed, p):
+    if p is None:
+        m, what, p = impl.transformer.Transformer(SRC_VOCAB, TGT_VOCAB), f"Transformer({SRC_VOCAB}, {TGT_VOCAB})", 0.1
+    else:
+        m, what = build(impl, dropout=p), f"Transformer(..., dropout={p})"
+    try:
+        expect_dropout("Transformer", m, p, what=what, ones_like=impl.torch.ones_like, hint=PASS_DROPOUT + ".")
+        expect_dropout("Transformer", m, p, what=what, training=False, ones_like=impl.torch.ones_like,
+                       hint="in eval mode every dropout is off: use nn.Dropout modules, not F.dropout(..., "
+                            "training=True).")
+    except SubmissionFailure as failure:
+        raise type(failure)(f"{failure} Hint: {PASS_DROPOUT}.") from None

@@ -12,7 +12,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from grader.host.remote import Remote
-from grader.judge.checks import count_ops, manual_seed
+from grader.judge import rates
+from grader.judge.checks import count_ops, describe, manual_seed
 from grader.judge.diagnosis.observe import SEED, Built, Implementation, Raised, ScenarioRun, outcome, plain
 
 
@@ -51,6 +52,7 @@ def head_attention_scenario(run: ScenarioRun) -> None:
     run.record("T = block_size", lambda: m(full))
     run.record("T < block_size", lambda: m(short))
     run.record("fixed dropout", lambda: _swap(m, "dropout", run.impl.probes.FixedMask(keep))(short))
+    _record_dropout(run, "HeadAttention", lambda impl, *p: impl.head_attention.HeadAttention(12, 8, 8, *p))
 
 
 def multi_head_attention_scenario(run: ScenarioRun) -> None:
@@ -77,6 +79,12 @@ def multi_head_attention_scenario(run: ScenarioRun) -> None:
 
     run.record("fixed dropout", with_fixed_dropout)
 
+    def built_with(impl: Implementation, *p: float) -> Built:
+        dropout = {"dropout": p[0]} if p else {}
+        return impl.multi_head_attention.MultiHeadAttention(impl.config.ModelArgs(dim=16, n_heads=4, **dropout))
+
+    _record_dropout(run, "MultiHeadAttention", built_with)
+
 
 def positional_encoding_scenario(run: ScenarioRun) -> None:
     m = run.module("PositionalEncoding", lambda impl: impl.positional_encoding.PositionalEncoding(6, 10, 0.0))
@@ -85,6 +93,8 @@ def positional_encoding_scenario(run: ScenarioRun) -> None:
     run.record("output", lambda: m(x))
     # The suite lets F.dropout stand for self.dropout here, so no fixed stand-in: real dropout, same seed.
     run.record("training mode, seeded dropout", lambda: run.seeded(lambda: dropping.train()(x)))
+    _record_dropout(run, "PositionalEncoding",
+                    lambda impl, *p: impl.positional_encoding.PositionalEncoding(6, 10, *p))
 
 
 def sublayers_scenario(run: ScenarioRun) -> None:
@@ -97,6 +107,8 @@ def sublayers_scenario(run: ScenarioRun) -> None:
     run.record("ResidualConnection", lambda: rc(x, sublayer))
     run.record("ResidualConnection, fixed dropout",
                lambda: _swap(rc, "dropout", run.impl.probes.FixedMask(keep))(x, sublayer))
+    _record_dropout(run, "FeedForward", lambda impl, *p: impl.sublayers.FeedForward(6, 10, *p))
+    _record_dropout(run, "ResidualConnection", lambda impl, *p: impl.sublayers.ResidualConnection(6, *p))
 
 
 def encoder_scenario(run: ScenarioRun) -> None:
@@ -104,6 +116,8 @@ def encoder_scenario(run: ScenarioRun) -> None:
     x, pad = run.randn(2, 5, 8), run.padding(2, 5)
     run.record("output", lambda: m(x))
     run.record("padding mask", lambda: m(x, pad))
+    _record_dropout(run, "EncoderLayer", lambda impl, *p: impl.encoder.EncoderLayer(8, 2, 12, *p))
+    _record_dropout(run, "Encoder", lambda impl, *p: impl.encoder.Encoder(2, 8, 2, 12, *p))
 
 
 def decoder_scenario(run: ScenarioRun) -> None:
@@ -114,6 +128,8 @@ def decoder_scenario(run: ScenarioRun) -> None:
     run.record("src_mask", lambda: m(x, memory, src, None))
     run.record("tgt_mask", lambda: m(x, memory, None, tgt))
     run.record("both masks", lambda: m(x, memory, src, tgt))
+    _record_dropout(run, "DecoderLayer", lambda impl, *p: impl.decoder.DecoderLayer(8, 2, 12, *p))
+    _record_dropout(run, "Decoder", lambda impl, *p: impl.decoder.Decoder(2, 8, 2, 12, *p))
 
 
 def transformer_scenario(run: ScenarioRun) -> None:
@@ -126,6 +142,13 @@ def transformer_scenario(run: ScenarioRun) -> None:
     run.record("logits", lambda: m(src, tgt))
     run.record("logits with src_mask", lambda: m(src, tgt, src_mask))
     run.record("greedy_decode", lambda: run.impl.transformer.greedy_decode(m, src, 8, 1))
+    run.record("structure with the default sizes", lambda: _structure(run.impl.transformer.Transformer(11, 13)))
+
+    def built_with(impl: Implementation, *p: float) -> Built:
+        return impl.transformer.Transformer(11, 13, d_model=16, n_heads=2, d_ff=16, max_seq_len=16,
+                                            **({"dropout": p[0]} if p else {}))
+
+    _record_dropout(run, "Transformer", built_with, default=0.1)
 
 
 SCENARIOS: dict[str, Callable[[ScenarioRun], None]] = {
@@ -152,6 +175,25 @@ def run_scenario(exercise: str, impl: Implementation, *, dtype: torch.dtype = to
 
 
 # --- what a scenario observes beyond plain outputs -------------------------------------------------
+
+
+def _record_dropout(run: ScenarioRun, kind: str, make: Callable[..., Built], *, default: float = 0.0) -> None:
+    """Facets of how each contract part of `kind` drops in training mode (see grader.judge.rates), built
+    with the default dropout and with 0.3: whether it drops as p says, never, or at some other rate."""
+    for p, given in ((default, ()), (0.3, (0.3,))):
+        label = "without a dropout argument" if not given else "with dropout=0.3"
+
+        def traces(p: float = p, given: tuple[float, ...] = given) -> tuple[object, ...]:
+            m = make(run.impl, *given)
+            return tuple(rates.measure(part, rates.part_of(m, path, what=kind), ones_like=run.impl.torch.ones_like)
+                         .facet(p) for path, part in rates.parts(kind))
+
+        run.record(f"{kind} {label}, training mode", lambda traces=traces: run.seeded(traces))
+
+
+def _structure(m: Built) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    info = describe(m)
+    return tuple(sorted((name, tuple(p["shape"])) for name, p in info.parameters.items()))
 
 
 def _swap(m: Built, name: str, sub: Built) -> Built:

@@ -1,0 +1,120 @@
+"""`testing.expect_dropout`, in process: every correct spelling of dropout passes at any p, in training and in
+eval mode; a fixed p, a missing 1 / (1 - p), a dropout left out or one that acts in eval mode does not."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from grader.judge.rates import measure, parts
+from grader.testing import expect_dropout
+from solutions import config, encoder, multi_head_attention, sublayers, transformer
+
+
+class FunctionalFeedForward(nn.Module):
+    """F.dropout with the module's own flag, no nn.Dropout at all."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.w1, self.w2, self.p = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model), dropout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.dropout(torch.relu(self.w1(x)), self.p, self.training))
+
+
+class UnscaledFeedForward(FunctionalFeedForward):
+    """Drops with probability p but never scales the rest up."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.w1(x))
+        return self.w2(h * (torch.rand_like(h) >= self.p) if self.training else h)
+
+
+class AlwaysDroppingFeedForward(FunctionalFeedForward):
+    """F.dropout(..., training=True): drops in eval mode too."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.dropout(torch.relu(self.w1(x)), self.p, training=True))
+
+
+class FusedAttention(nn.Module):
+    """The fused kernel's dropout_p on the weights and one nn.Dropout, used for the output too."""
+
+    def __init__(self, args: config.ModelArgs, is_causal: bool = False) -> None:
+        super().__init__()
+        self.n_heads, self.p = args.n_heads, args.dropout
+        self.wq, self.wk, self.wv, self.wo = (nn.Linear(args.dim, args.dim, bias=False) for _ in range(4))
+        self.drop = nn.Dropout(args.dropout)
+
+    def forward(self, q, k, v, mask=None):
+        B, T, dim = q.shape
+        split = [w(t).view(B, -1, self.n_heads, dim // self.n_heads).transpose(1, 2)
+                 for w, t in ((self.wq, q), (self.wk, k), (self.wv, v))]
+        out = F.scaled_dot_product_attention(*split, attn_mask=None if mask is None else mask.bool(),
+                                             dropout_p=self.p if self.training else 0.0)
+        return self.drop(self.wo(out.transpose(1, 2).reshape(B, T, dim)))
+
+
+def args(p: float) -> config.ModelArgs:
+    return config.ModelArgs(dim=16, n_heads=4, dropout=p, max_seq_len=16)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.1, 0.3, 0.5])
+@pytest.mark.parametrize("kind, make", [
+    ("FeedForward", lambda p: sublayers.FeedForward(8, 12, p)),
+    ("FeedForward", lambda p: FunctionalFeedForward(8, 12, p)),
+    ("ResidualConnection", lambda p: sublayers.ResidualConnection(8, p)),
+    ("MultiHeadAttention", lambda p: multi_head_attention.MultiHeadAttention(args(p), is_causal=True)),
+    ("MultiHeadAttention", lambda p: FusedAttention(args(p))),
+    ("Encoder", lambda p: encoder.Encoder(2, 8, 2, 12, p)),
+], ids=["FeedForward", "F.dropout", "ResidualConnection", "causal attention", "fused attention", "Encoder"])
+def test_every_correct_spelling_passes_in_training_and_in_eval_mode(kind, make, p):
+    torch.manual_seed(0)
+    module = make(p)
+    expect_dropout(kind, module, p, what=kind)
+    expect_dropout(kind, module, p, what=kind, training=False)
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda p: sublayers.FeedForward(8, 12, 0.1), "dropped"),
+    (lambda p: UnscaledFeedForward(8, 12, p), "scaled the values it kept by 1.0000"),
+    (lambda p: sublayers.FeedForward(8, 12), "dropped 0 of"),
+], ids=["fixed p", "no 1 / (1 - p)", "dropout left out"])
+def test_a_wrong_probability_or_scale_fails(make, says):
+    torch.manual_seed(0)
+    with pytest.raises(AssertionError, match=says):
+        expect_dropout("FeedForward", make(0.3), 0.3, what="FeedForward")
+
+
+def test_dropout_in_eval_mode_fails():
+    torch.manual_seed(0)
+    with pytest.raises(AssertionError, match="in eval mode dropped"):
+        expect_dropout("FeedForward", AlwaysDroppingFeedForward(8, 12, 0.3), 0.3, what="FeedForward",
+                       training=False)
+
+
+def test_attention_without_the_output_dropout_fails():
+    torch.manual_seed(0)
+    module = multi_head_attention.MultiHeadAttention(args(0.3))
+    module.resid_dropout = nn.Identity()
+    with pytest.raises(AssertionError, match=r"dropped 0 of \d+ outputs"):
+        expect_dropout("MultiHeadAttention", module, 0.3, what="MultiHeadAttention")
+
+
+def test_a_transformer_whose_encoder_never_drops_names_the_part():
+    torch.manual_seed(0)
+    model = transformer.Transformer(11, 13, d_model=16, n_heads=2, d_ff=16, dropout=0.3, max_seq_len=16)
+    model.encoder = encoder.Encoder(2, 16, 2, 16)
+    with pytest.raises(AssertionError, match=r"^Transformer\.encoder\.layers\.0\.self_attn in training mode dropped 0"):
+        expect_dropout("Transformer", model, 0.3, what="Transformer")
+
+
+def test_the_trace_counts_every_weight_and_output_of_attention_once():
+    torch.manual_seed(0)
+    trace = measure("MultiHeadAttention", multi_head_attention.MultiHeadAttention(args(0.0)))
+    weights, outputs = trace.sites
+    assert (weights.dropped, outputs.dropped, trace.scale) == (0, 0, 1.0)
+    assert weights.seen == 16 * 4 * sum(range(1, 9)) and outputs.seen == 16 * 8 * 16
+    assert len(parts("Transformer")) == 1 + 2 * 4 + 2 * 6
