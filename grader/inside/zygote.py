@@ -119,7 +119,8 @@ class Zygote:
                 self.warm_up()
 
     def warm_up(self) -> None:
-        """Pay once, here, what the first op count costs each worker (torch's dispatch machinery, ~1 s).
+        """Pay once, here, what the first op count (torch's dispatch machinery, ~1 s) and the first fake
+        tensor (~1.5 s) cost each worker.
 
         Done after the first worker is forked, so that it does not delay grading's start; every
         later worker (the next submission's, or a restart) is forked warm.
@@ -128,6 +129,8 @@ class Zygote:
         torch = sys.modules["torch"]
         with contextlib.suppress(Exception):
             sys.modules[f"{__package__}.shared.instrument"].count_ops(torch.add, [torch.zeros(2), 1], {})
+        with contextlib.suppress(Exception):  # fake tensors' first use (~1.5 s): the suites' device tests
+            sys.modules[f"{__package__}.shared.probes"].on_another_device(torch.neg, {"shape": [2], "dtype": "float32"})
 
     def spawn(self, request: dict[str, Any], fds: list[int], client: socket.socket) -> int:
         limits = dict(request.get("limits", {}))

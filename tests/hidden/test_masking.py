@@ -181,3 +181,19 @@ def test_keep_mask_and_additive_mask_give_the_same_softmax(impl, device, seed, s
     assert_close((scores + additive).softmax(dim=-1), expected, atol=1e-6, name="softmax(scores + causal_mask)",
                  hint="adding the causal mask must block the same entries the keep mask blocks: 0 where kept, "
                       "-inf where blocked (a 1 only nudges a score, it blocks nothing).")
+
+
+# --- any device --------------------------------------------------------------------------------
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize(("function", "shape"), [("causal_average", [2, 5, 3]),
+                                                 ("weight_mask_and_normalization", [2, 5, 5])])
+def test_works_for_inputs_on_any_device(impl, function, shape):
+    why = impl.probes.on_another_device(getattr(impl.masking, function), {"shape": shape, "dtype": "float32"})
+    assert isinstance(why, str) and not why, (
+        f"{function} mixes devices: with its input on another device (the grader's stand-in for a GPU, "
+        f"'meta'), torch said: {str(why).rstrip('!. ')}. Hint: make every new "
+        "tensor where the input is, torch.ones(T, T, dtype=x.dtype, device=x.device), or build it from the input "
+        "(torch.ones_like, x.new_ones)."
+    )

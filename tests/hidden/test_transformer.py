@@ -454,3 +454,23 @@ def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed, p):
                             "training=True).")
     except SubmissionFailure as failure:
         raise type(failure)(f"{failure} Hint: {PASS_DROPOUT}.") from None
+
+
+# --- any device --------------------------------------------------------------------------------
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("call", ["forward", "greedy_decode"])
+def test_works_for_inputs_on_any_device(impl, call):
+    m = build(impl).eval()
+    tokens_of = {"shape": [2, 6], "dtype": "int64"}
+    if call == "forward":
+        why = impl.probes.on_another_device(m, tokens_of, {"shape": [2, 5], "dtype": "int64"})
+    else:
+        why = impl.probes.on_another_device(impl.transformer.greedy_decode, m, tokens_of, 5, 1)
+    assert isinstance(why, str) and not why, (
+        f"{'the Transformer' if call == 'forward' else 'greedy_decode'} mixes devices: with the model and its "
+        f"input on another device (the grader's stand-in for a GPU, 'meta'), torch said: {str(why).rstrip('!. ')}. "
+        "Hint: make every new tensor where the input is, "
+        "torch.full(..., device=src.device), masks with device=x.device, or register it as a buffer."
+    )
