@@ -9,7 +9,14 @@ of the kept memory positions to itself.
 import pytest
 import torch
 
-from grader.testing import SubmissionFailure, assert_close, describe, expect_tensor, load_parameters
+from grader.testing import (
+    SubmissionFailure,
+    assert_close,
+    describe,
+    expect_dropout,
+    expect_tensor,
+    load_parameters,
+)
 
 D_MODEL, N_HEADS, D_FF, MAX_SEQ_LEN = 16, 4, 32, 12
 T_TGT, T_SRC = 8, 6
@@ -202,3 +209,18 @@ def test_layer_with_uniform_cross_attention_adds_the_mean_of_kept_memory(impl, d
                  name="DecoderLayer output with only cross-attention left, all its scores 0 and wv = wo = I",
                  hint="each target position should add the mean of the memory positions that src_mask keeps: "
                       "keys and values come from memory itself (not normalised, not from x). " + LAYER + ".")
+
+
+DROPOUT_HINT = ("pass the dropout argument on to every part: both MultiHeadAttention(ModelArgs(..., dropout=dropout, "
+                "...)), FeedForward(d_model, d_ff, dropout), each ResidualConnection(d_model, dropout), and to each "
+                "DecoderLayer")
+
+
+@pytest.mark.points(1)
+def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed):
+    m = impl.decoder.Decoder(2, D_MODEL, N_HEADS, D_FF, 0.3, MAX_SEQ_LEN)
+    try:
+        expect_dropout("Decoder", m, 0.3, what="Decoder(..., dropout=0.3)", ones_like=impl.torch.ones_like,
+                       hint=DROPOUT_HINT + ".")
+    except SubmissionFailure as failure:
+        raise type(failure)(f"{failure} Hint: {DROPOUT_HINT}.") from None

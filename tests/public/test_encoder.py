@@ -9,7 +9,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.testing import SubmissionFailure, assert_close, describe, expect_tensor, load_parameters, tolerance
+from grader.testing import (
+    SubmissionFailure,
+    assert_close,
+    describe,
+    expect_dropout,
+    expect_tensor,
+    load_parameters,
+    tolerance,
+)
 
 D_MODEL, N_HEADS, D_FF = 16, 4, 32
 LAYER = ("x = self.residual1(x, lambda y: self.self_attn(y, y, y, mask)); "
@@ -157,3 +165,17 @@ def test_padding_is_never_attended(impl, device, seed):
     assert_close(after[1, :5], before[1, :5], atol=1e-5, name="output at the real tokens of batch element 1",
                  hint="only its padding (positions 5 to 7, blocked by the mask) changed. Pass the mask to every "
                       "layer, and in each layer to self_attn: self.self_attn(y, y, y, mask).")
+
+
+DROPOUT_HINT = ("pass the dropout argument on to every part: MultiHeadAttention(ModelArgs(..., dropout=dropout)), "
+                "FeedForward(d_model, d_ff, dropout), ResidualConnection(d_model, dropout), and to each EncoderLayer")
+
+
+@pytest.mark.points(1)
+def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed):
+    m = impl.encoder.Encoder(2, D_MODEL, N_HEADS, D_FF, 0.3)
+    try:
+        expect_dropout("Encoder", m, 0.3, what="Encoder(..., dropout=0.3)", ones_like=impl.torch.ones_like,
+                       hint=DROPOUT_HINT + ".")
+    except SubmissionFailure as failure:
+        raise type(failure)(f"{failure} Hint: {DROPOUT_HINT}.") from None

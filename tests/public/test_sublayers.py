@@ -10,7 +10,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.testing import SubmissionFailure, assert_close, describe, expect_tensor, load_parameters, tolerance
+from grader.testing import (
+    SubmissionFailure,
+    assert_close,
+    describe,
+    expect_dropout,
+    expect_tensor,
+    load_parameters,
+    tolerance,
+)
 
 D_MODEL, D_FF = 16, 32
 PRE_NORM = "a ResidualConnection returns x + self.dropout(sublayer(self.norm(x))): normalise, apply, drop, add x"
@@ -149,3 +157,17 @@ def test_dropout_acts_only_in_training_mode(impl, device, seed):
         f"1 / (1 - p)) in every entry; {int((~(dropped | kept)).sum())} entries are neither and "
         f"{int(dropped.sum())} are 0. Hint: dropout acts on the sublayer's output only, not on x: {PRE_NORM}."
     )
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("module", ["FeedForward", "ResidualConnection"])
+def test_dropout_drops_with_the_probability_it_was_given(impl, seed, module):
+    sizes = (D_MODEL, D_FF) if module == "FeedForward" else (D_MODEL,)
+    hint = "self.dropout = nn.Dropout(dropout) with the constructor's argument (default 0.0), applied once"
+    try:
+        expect_dropout(module, getattr(impl.sublayers, module)(*sizes, 0.3), 0.3, what=f"{module}(..., dropout=0.3)",
+                       ones_like=impl.torch.ones_like, hint=hint + ".")
+        expect_dropout(module, getattr(impl.sublayers, module)(*sizes), 0.0, what=f"{module} built without dropout",
+                       ones_like=impl.torch.ones_like, hint=hint + ".")
+    except SubmissionFailure as failure:
+        raise type(failure)(f"{failure} Hint: {hint}.") from None

@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.testing import assert_close, describe, expect_tensor, load_parameters
+from grader.testing import SubmissionFailure, assert_close, describe, expect_dropout, expect_tensor, load_parameters
 
 SRC_VOCAB, TGT_VOCAB, D_MODEL, N_HEADS, N_LAYERS, D_FF, MAX_SEQ_LEN = 11, 13, 32, 4, 2, 64, 24
 START = 1
@@ -250,3 +250,14 @@ def test_each_greedy_token_is_the_models_most_likely_next_token(impl, device, se
                 f"{ys[b, :t].tolist()} the model's most likely next token is {int(logits[b].argmax())}. "
                 "Hint: decode all of ys so far and take the argmax of the logits of its LAST position, out[:, -1]."
             )
+
+
+@pytest.mark.points(1)
+def test_every_dropout_drops_with_the_default_probability(impl, seed):
+    hint = ("the default is dropout=0.1; pass it on to every part: PositionalEncoding(d_model, max_seq_len, dropout), "
+            "Encoder(..., dropout), Decoder(..., dropout, max_seq_len)")
+    try:
+        expect_dropout("Transformer", impl.transformer.Transformer(SRC_VOCAB, TGT_VOCAB), 0.1,
+                       what=f"Transformer({SRC_VOCAB}, {TGT_VOCAB})", ones_like=impl.torch.ones_like, hint=hint + ".")
+    except SubmissionFailure as failure:
+        raise type(failure)(f"{failure} Hint: {hint}.") from None
