@@ -163,7 +163,8 @@ def _feed_forward(module: Module) -> Trace:
         "w1.weight": torch.zeros(d_ff, d_model), "w1.bias": torch.ones(d_ff),
         "w2.weight": torch.eye(d_model, d_ff), "w2.bias": torch.zeros(d_model),
     }, dtype)
-    out = _call(module, torch.zeros(BATCH, LENGTH, d_model, dtype=dtype), what="FeedForward output")
+    out = _call(module, torch.zeros(BATCH, LENGTH, d_model, dtype=dtype), what="FeedForward output",
+                shape=(BATCH, LENGTH, d_model))
     return _bernoulli("FeedForward", out[..., :width], "hidden activations")
 
 
@@ -171,7 +172,7 @@ def _residual(module: Module, ones_like: Callable[[torch.Tensor], object]) -> Tr
     info = describe(module)
     (d_model,) = _shape(info, "norm.weight", "ResidualConnection")
     x = torch.zeros(BATCH, LENGTH, d_model, dtype=_dtype(info, "norm.weight"))
-    out = _call(module, x, ones_like, what="ResidualConnection output")  # x + dropout(ones) = dropout(ones)
+    out = _call(module, x, ones_like, what="ResidualConnection output", shape=x.shape)  # 0 + dropout(ones)
     return _bernoulli("ResidualConnection", out, "outputs of the sublayer")
 
 
@@ -182,9 +183,9 @@ def _positional(module: Module, training: bool) -> Trace:
     _, max_len, d_model = info.buffers["pe"]["shape"]
     dtype = getattr(torch, str(info.buffers["pe"]["dtype"]), torch.float32)
     zeros = torch.zeros(BATCH, min(LENGTH, max_len), d_model, dtype=dtype)
-    pe = _call(module.eval(), zeros, what="PositionalEncoding output in eval mode")  # what the module adds
+    pe = _call(module.eval(), zeros, what="PositionalEncoding output in eval mode", shape=zeros.shape)  # its pe
     module.train(training)
-    out = _call(module, 1 - pe, what="PositionalEncoding output")  # dropout(1 - pe + pe) = dropout(ones)
+    out = _call(module, 1 - pe, what="PositionalEncoding output", shape=zeros.shape)  # dropout(1 - pe + pe)
     return _bernoulli("PositionalEncoding", out, "values of x + pe")
 
 
@@ -199,7 +200,8 @@ def _head(module: Module) -> Trace:
         "value.weight": torch.eye(head_size, n_embd),
     }, dtype, allow=("tril",))
     x = torch.eye(T, n_embd, dtype=dtype).expand(4 * BATCH, T, n_embd).contiguous()
-    out = _call(module, x, what="HeadAttention output")[..., :T]  # out[b, t, s] = weight of s in row t
+    out = _call(module, x, what="HeadAttention output", shape=(4 * BATCH, T, head_size))
+    out = out[..., :T]  # out[b, t, s]: the weight of s in row t
     nominal = torch.ones(T, T).tril()
     nominal = nominal / nominal.sum(dim=-1, keepdim=True)
     below = nominal > 0
@@ -218,7 +220,7 @@ def _multi_head(module: Module) -> Trace:
                                          "wo.weight": eye}, dtype, allow=("mask",))
     x = torch.ones(BATCH, LENGTH, dim, dtype=dtype)
     keep = torch.ones(LENGTH, LENGTH, dtype=torch.bool).tril().view(1, 1, LENGTH, LENGTH)  # row t: t + 1 keys
-    out = _call(module, x, x, x, keep, what="MultiHeadAttention output").double()
+    out = _call(module, x, x, x, keep, what="MultiHeadAttention output", shape=x.shape).double()
     # Head h of row t is (kept output) * k / (t + 1) * scale, k the number of its t + 1 weights kept.
     out = out.view(BATCH, LENGTH, n_heads, dim // n_heads)
     first = out[:, 0][out[:, 0] != 0]  # row 0 has one key: its kept outputs are the scale itself
@@ -270,8 +272,11 @@ def _bernoulli(kind: str, values: torch.Tensor, site: str) -> Trace:
     return Trace(kind, (Dropping(site, int(dropped.sum()), values.numel()),), scale, 1)
 
 
-def _call(module: Module, *args: object, what: str) -> torch.Tensor:
-    return expect_tensor(module(*args), name=what).detach()
+def _call(module: Module, *args: object, what: str, shape: tuple[int, ...] | torch.Size) -> torch.Tensor:
+    out = expect_tensor(module(*args), name=what).detach()
+    if tuple(out.shape) != tuple(shape):
+        raise AssertionError(f"{what} has shape {tuple(out.shape)}, expected {tuple(shape)}")
+    return out
 
 
 def _load(module: Module, kind: str, weights: dict[str, torch.Tensor], dtype: torch.dtype, *,
