@@ -180,6 +180,9 @@ def _positional(module: Module, training: bool) -> Trace:
     info = describe(module)
     if "pe" not in info.buffers:
         raise AssertionError(f"PositionalEncoding has no buffer pe (buffers: {sorted(info.buffers)[:4]})")
+    if len(info.buffers["pe"]["shape"]) != 3:
+        raise AssertionError(f"PositionalEncoding.pe has shape {info.buffers['pe']['shape']}, expected (1, max_len, "
+                             "d_model). Hint: register pe.unsqueeze(0) as the buffer.")
     _, max_len, d_model = info.buffers["pe"]["shape"]
     dtype = getattr(torch, str(info.buffers["pe"]["dtype"]), torch.float32)
     zeros = torch.zeros(BATCH, min(LENGTH, max_len), d_model, dtype=dtype)
@@ -216,26 +219,36 @@ def _multi_head(module: Module) -> Trace:
     if not isinstance(n_heads, int) or n_heads < 1 or dim % n_heads:
         raise AssertionError(f"MultiHeadAttention.n_heads is {n_heads!r}, expected the number of heads")
     eye = torch.eye(dim)
+    # wo adds each feature to its neighbour in the same head, so that dropping before wo (a part of a sum)
+    # differs from dropping after it (the whole sum).
+    head_dim = dim // n_heads
+    features = torch.arange(dim)
+    neighbour = features - features % head_dim + (features % head_dim + 1) % head_dim
+    mixing = eye.clone()
+    mixing[features, neighbour] += 1
     _load(module, "MultiHeadAttention", {"wq.weight": 0 * eye, "wk.weight": 0 * eye, "wv.weight": eye,
-                                         "wo.weight": eye}, dtype, allow=("mask",))
+                                         "wo.weight": mixing}, dtype, allow=("mask",))
     x = torch.ones(BATCH, LENGTH, dim, dtype=dtype)
     keep = torch.ones(LENGTH, LENGTH, dtype=torch.bool).tril().view(1, 1, LENGTH, LENGTH)  # row t: t + 1 keys
     out = _call(module, x, x, x, keep, what="MultiHeadAttention output", shape=x.shape).double()
-    # Head h of row t is (kept output) * k / (t + 1) * scale, k the number of its t + 1 weights kept.
+    if not bool(out.isfinite().all()):
+        return Trace("MultiHeadAttention", (), None, 2, "its output holds NaN or inf where every value is finite: is "
+                     "something dropped or masked before the softmax?")
+    # Head h of row t is (kept output) * 2 k / (t + 1) * scale, k the number of its t + 1 weights kept.
     out = out.view(BATCH, LENGTH, n_heads, dim // n_heads)
-    first = out[:, 0][out[:, 0] != 0]  # row 0 has one key: its kept outputs are the scale itself
+    first = out[:, 0][out[:, 0] != 0]  # row 0 has one key: its kept outputs are the scale itself (times 2, wo's)
     if first.numel() == 0:
         return Trace("MultiHeadAttention", (), None, 2, "every output of position 0 was 0")
-    scale = float(first.mean())
+    scale = float(first.mean()) / 2
     n = torch.arange(1, LENGTH + 1, dtype=torch.float64).view(1, LENGTH, 1, 1)
-    k = out * n / scale
+    k = out * n / (2 * scale)
     whole = k.round()
     if not torch.allclose(k, whole, atol=1e-3) or bool((whole < 0).any()) or bool((whole > n).any()):
         b, t, h, f = (int(i) for i in torch.nonzero(~torch.isclose(k, whole, atol=1e-3) | (whole < 0) | (whole > n))[0])
         return Trace("MultiHeadAttention", (), scale, 2,
                      f"output {f} of head {h} at position {t} came out {float(out[b, t, h, f]):.4f}, which no "
                      f"dropout of the {t + 1} equal attention weights gives (each output is a whole number of "
-                     f"them times {scale / (t + 1):.4f})")
+                     f"them times {2 * scale / (t + 1):.4f})")
     kept = whole.amax(dim=-1)  # (B, T, heads): weights kept; 0 where the whole head was dropped
     shared = (whole == kept[..., None]) | (whole == 0)
     if not bool(shared.all()):
@@ -260,6 +273,8 @@ def _within(site: Dropping, p: float) -> bool:
 def _bernoulli(kind: str, values: torch.Tensor, site: str) -> Trace:
     """Values whose no-dropout value is 1: each must be 0 or one common scale."""
     values = values.detach().double().flatten()
+    if not bool(values.isfinite().all()):
+        return Trace(kind, (), None, 1, f"its {site} hold NaN or inf where every value is finite")
     dropped = values == 0
     kept = values[~dropped]
     if kept.numel() == 0:

@@ -95,11 +95,13 @@ def _dtype(name: object) -> torch.dtype:
     return dtype if isinstance(dtype, torch.dtype) else torch.float32
 
 
-def expect_structure(module: torch.nn.Module | Remote, reference: torch.nn.Module, *, what: str, hint: str) -> None:
+def expect_structure(module: torch.nn.Module | Remote, reference: torch.nn.Module, *, what: str, hint: str,
+                     any_size: tuple[str, ...] = ()) -> None:
     """Fail as feedback unless `module` has the reference's parameters and buffers, by name and shape.
 
     Extra buffers pass (a cached mask changes nothing); extra parameters do not: they are weights the
-    contract does not ask for.
+    contract does not ask for. Buffers named in `any_size` may have any shape (a table the contract
+    leaves the length of).
     """
     got, want = describe(module), describe(reference)
     problems = []
@@ -108,7 +110,7 @@ def expect_structure(module: torch.nn.Module | Remote, reference: torch.nn.Modul
         missing = [name for name in need if name not in have]
         unexpected = [] if extra_ok else [name for name in have if name not in need]
         shapes = [f"{name} {have[name]['shape']} (expected {shape['shape']})" for name, shape in need.items()
-                  if name in have and have[name]["shape"] != shape["shape"]]
+                  if name in have and have[name]["shape"] != shape["shape"] and name not in any_size]
         problems += [f"no {kind} {missing[:3]}" if missing else "",
                      f"unexpected {kind}(s) {unexpected[:3]}" if unexpected else "",
                      f"{kind} shapes differ: {'; '.join(shapes[:2])}" if shapes else ""]

@@ -268,3 +268,34 @@ def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed, modul
                             "training=True).")
     except SubmissionFailure as failure:
         raise type(failure)(f"{failure} Hint: {PASS_DROPOUT}.") from None
+
+
+SILENCED = ("wo.weight", "w2.weight", "w2.bias")  # each sublayer's last projection
+NAMES = "self_attn, feed_forward, residual1, residual2 (and layers.<i>, norm in Encoder)"
+
+
+def stream_inputs(x):
+    return (x,)
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("module", MODULES)
+def test_dropout_never_touches_the_residual_stream(impl, ref, seed, module):
+    """With every sublayer's output projection at zero, each dropout acts on zeros: the output is the same in
+    training mode, call after call, as in eval mode. A dropout on x itself (a layer's output, the stream
+    between layers, after the norm) makes it random."""
+    r = built(ref, module, 0.5)
+    weights = {name: torch.zeros_like(p) if name.endswith(SILENCED) else p.detach() for name, p in r.named_parameters()}
+    m = built(impl, module, 0.5)
+    load_parameters(m, weights, name=module, names_hint=NAMES)
+    x = torch.randn(4, 7, D_MODEL)
+    m.train()
+    first, second = run(m, *stream_inputs(x)), run(m, *stream_inputs(x))
+    m.eval()
+    evaluated = run(m, *stream_inputs(x))
+    assert torch.equal(first, second) and torch.allclose(first, evaluated, atol=1e-5), (
+        f"{module}(..., dropout=0.5) in training mode, with every sublayer silenced (wo and w2 set to zero), "
+        "still gave random outputs: something drops the residual stream itself. Dropout belongs only inside the "
+        "parts: on the attention weights, after wo, in the feed-forward, and on each sublayer's output in the "
+        "residual connection, never on x, a layer's output or the final norm's."
+    )

@@ -42,9 +42,12 @@ def build(lib, *, dropout=0.0):
 def load(m, r):
     """r's parameters into m by name, and r's buffers where m has them (pos.pe, the causal masks)."""
     info = describe(m)
-    buffers = {name for name, b in info.buffers.items() if b["persistent"]}
+    state = r.state_dict()
+    # A buffer of another size (pos.pe for max_len=5000 rather than max_seq_len) stays the submission's own.
+    buffers = {name for name, b in info.buffers.items()
+               if b["persistent"] and name in state and list(b["shape"]) == list(state[name].shape)}
     parameters = dict(r.named_parameters())
-    weights = {name: value.detach() for name, value in r.state_dict().items() if name in parameters or name in buffers}
+    weights = {name: value.detach() for name, value in state.items() if name in parameters or name in buffers}
     load_parameters(m, weights, name="Transformer",
                     names_hint="src_embed, tgt_embed, pos, encoder, decoder, generator, and inside them the "
                                "earlier exercises' names")
@@ -416,7 +419,7 @@ PASS_DROPOUT = ("pass dropout on to every part: PositionalEncoding(d_model, max_
 def test_default_sizes_give_the_reference_structure(impl, ref):
     expect_structure(impl.transformer.Transformer(SRC_VOCAB, TGT_VOCAB), ref.transformer.Transformer(SRC_VOCAB,
                      TGT_VOCAB), what=f"Transformer({SRC_VOCAB}, {TGT_VOCAB})",
-                     hint="the defaults are " + DEFAULTS + ", each handed on to the parts.")
+                     hint="the defaults are " + DEFAULTS + ", each handed on to the parts.", any_size=("pos.pe",))
 
 
 @pytest.mark.points(1)
@@ -473,4 +476,67 @@ def test_works_for_inputs_on_any_device(impl, call):
         f"input on another device (the grader's stand-in for a GPU, 'meta'), torch said: {str(why).rstrip('!. ')}. "
         "Hint: make every new tensor where the input is, "
         "torch.full(..., device=src.device), masks with device=x.device, or register it as a buffer."
+    )
+
+
+def silenced_with_ones(impl, ref, p, T):
+    """The submission's Transformer(dropout=p) whose sublayers all give 0 (wo, w2 zero), whose embeddings of
+    tokens 0..T-1 times sqrt(d_model) plus pe are all ones, whose final norms are plain and whose generator
+    copies the first tgt_vocab features: what reaches encode's output and the logits is dropout(ones), normalised."""
+    r = build(ref, dropout=p)
+    m = build(impl, dropout=p)
+    pe = m.pos.pe
+    if not isinstance(pe, torch.Tensor) or pe.dim() != 3 or pe.shape[1] < T or pe.shape[2] != D_MODEL:
+        pe = r.pos.pe
+    table = torch.zeros(max(SRC_VOCAB, TGT_VOCAB), D_MODEL)
+    table[:T] = (1 - pe[0, :T].detach().float().cpu()) / math.sqrt(D_MODEL)
+    weights = {}
+    for name, value in r.named_parameters():
+        if name.endswith(("wo.weight", "w2.weight", "w2.bias", "generator.bias")) or name.endswith("norm.bias"):
+            weights[name] = torch.zeros_like(value)
+        elif name in ("encoder.norm.weight", "decoder.norm.weight"):
+            weights[name] = torch.ones_like(value)
+        elif name == "src_embed.weight":
+            weights[name] = table[:SRC_VOCAB].clone()
+        elif name == "tgt_embed.weight":
+            weights[name] = table[:TGT_VOCAB].clone()
+        elif name == "generator.weight":
+            weights[name] = torch.eye(TGT_VOCAB, D_MODEL)
+        else:
+            weights[name] = value.detach()
+    load_parameters(m, weights, name="Transformer", names_hint="src_embed, tgt_embed, pos, encoder, decoder, generator")
+    return m.train()
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("path", ["encode", "forward"])
+def test_one_dropout_between_the_embeddings_and_the_output(impl, ref, seed, path):
+    """With every sublayer silenced, the only dropout on the way from the embeddings to encode's output (and to
+    the logits) is pos's: about p of the normalised values fall below their row's mean, none is exactly 0."""
+    p, T, B = 0.3, 8, 64
+    m = silenced_with_ones(impl, ref, p, T)
+    tokens_ = torch.arange(T).repeat(B, 1)
+    out = call(m, path, tokens_, *(() if path == "encode" else (tokens_[:, :T],)))
+    out = out[..., :TGT_VOCAB] if path == "forward" else out
+    where = "encode's output" if path == "encode" else "the logits"
+    # A row whose values were all kept is constant, and normalises to exactly 0 (p^0 (1-p)^d_model: rare).
+    constant = (out == 0).all(dim=-1)
+    assert float(constant.double().mean()) < 0.05, (
+        f"in training mode with dropout={p}, nothing was dropped on the way from the embeddings to {where} in "
+        f"{float(constant.double().mean()):.0%} of the positions. Hint: embeddings * sqrt(d_model) + positions go "
+        "through pos = PositionalEncoding(d_model, max_seq_len, dropout), with the model's dropout, on both sides."
+    )
+    out = out[~constant]
+    assert not bool((out == 0).any()), (
+        f"in training mode some of {where} are exactly 0: a dropout acts after the final norm"
+        f"{' or on the generator' if path == 'forward' else ''}. Hint: the only dropouts are pos's and those "
+        "inside the encoder's and decoder's parts; none after them."
+    )
+    below = float((out < 0).double().mean())
+    spread = 6 * math.sqrt(p * (1 - p) / out.numel())
+    assert abs(below - p) <= spread, (
+        f"in training mode with dropout={p} and every sublayer silenced, {below:.0%} of {where} were dropped on "
+        f"the way from the embeddings, where pos's dropout alone drops {p:.0%}. Hint: "
+        + ("apply the model's dropout once to embeddings + positions, through pos = PositionalEncoding(d_model, "
+           "max_seq_len, dropout), on both sides, and nowhere else on the residual path.")
     )
