@@ -444,12 +444,10 @@ def test_dropout_zero_in_training_mode_matches_golden(impl, ref, device, seed):
 
 
 @pytest.mark.points(1)
-@pytest.mark.parametrize("p", [None, 0.3], ids=["default dropout 0.1", "dropout=0.3"])
-def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed, p):
-    if p is None:
-        m, what, p = impl.transformer.Transformer(SRC_VOCAB, TGT_VOCAB), f"Transformer({SRC_VOCAB}, {TGT_VOCAB})", 0.1
-    else:
-        m, what = build(impl, dropout=p), f"Transformer(..., dropout={p})"
+def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed):
+    # The default, 0.1, is the public suite's test_every_dropout_drops_with_the_default_probability.
+    p = 0.3
+    m, what = build(impl, dropout=p), f"Transformer(..., dropout={p})"
     try:
         expect_dropout("Transformer", m, p, what=what, ones_like=impl.torch.ones_like, hint=PASS_DROPOUT + ".")
         expect_dropout("Transformer", m, p, what=what, training=False, ones_like=impl.torch.ones_like,
@@ -465,12 +463,14 @@ def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed, p):
 @pytest.mark.points(1)
 @pytest.mark.parametrize("call", ["forward", "greedy_decode"])
 def test_works_for_inputs_on_any_device(impl, call):
-    m = build(impl).eval()
-    tokens_of = {"shape": [2, 6], "dtype": "int64"}
+    # One layer a side and three tokens to decode: fake tensors cost about a millisecond an op.
+    m = impl.transformer.Transformer(SRC_VOCAB, TGT_VOCAB, d_model=16, n_heads=2, n_layers=1, d_ff=16, dropout=0.0,
+                                     max_seq_len=MAX_SEQ_LEN).eval()
+    tokens_of = {"shape": [2, 4], "dtype": "int64"}
     if call == "forward":
-        why = impl.probes.on_another_device(m, tokens_of, {"shape": [2, 5], "dtype": "int64"})
+        why = impl.probes.on_another_device(m, tokens_of, {"shape": [2, 3], "dtype": "int64"})
     else:
-        why = impl.probes.on_another_device(impl.transformer.greedy_decode, m, tokens_of, 5, 1)
+        why = impl.probes.on_another_device(impl.transformer.greedy_decode, m, tokens_of, 3, 1)
     assert isinstance(why, str) and not why, (
         f"{'the Transformer' if call == 'forward' else 'greedy_decode'} mixes devices: with the model and its "
         f"input on another device (the grader's stand-in for a GPU, 'meta'), torch said: {str(why).rstrip('!. ')}. "
