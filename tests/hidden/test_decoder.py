@@ -13,7 +13,9 @@ from grader.testing import (
     SubmissionFailure,
     assert_close,
     backward,
+    branch_weights,
     describe,
+    expect_branch_dropped,
     expect_dropout,
     expect_structure,
     expect_tensor,
@@ -364,8 +366,8 @@ def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed, modul
     m = built(impl, module, 0.3)
     what = f"{module}({', '.join(map(str, MODULES[module]))}, dropout=0.3, max_seq_len={MAX_SEQ_LEN})"
     try:
-        expect_dropout(module, m, 0.3, what=what, ones_like=impl.torch.ones_like, hint=PASS_DROPOUT + ".")
-        expect_dropout(module, m, 0.3, what=what, training=False, ones_like=impl.torch.ones_like,
+        expect_dropout(module, m, 0.3, what=what, hint=PASS_DROPOUT + ".")
+        expect_dropout(module, m, 0.3, what=what, training=False,
                        hint="in eval mode every dropout is off: use nn.Dropout modules, not F.dropout(..., "
                             "training=True).")
     except SubmissionFailure as failure:
@@ -401,3 +403,25 @@ def test_dropout_never_touches_the_residual_stream(impl, ref, seed, module):
         "parts: on the attention weights, after wo, in the feed-forward, and on each sublayer's output in the "
         "residual connection, never on x, a layer's output or the final norm's."
     )
+
+
+BRANCHES = {"self_attn": 2, "cross_attn": 2, "feed_forward": 1}  # attention's dropout after wo, the residual's
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("live", BRANCHES)
+def test_each_sublayer_output_is_dropped_by_its_residual_once(impl, ref, seed, live):
+    """With the other sublayers silenced, every norm giving ones and memory of ones, what the layer outputs for
+    x = 0 is the live sublayer's output, one value per head (or position) kept or dropped feature by feature:
+    once by the residual's dropout (and once more by attention's after wo). A second dropout of the layer's
+    own drops more; a dropout on the memory makes a head's features differ."""
+    p = 0.3
+    m = built(impl, "DecoderLayer", p)
+    load_parameters(m, branch_weights(built(ref, "DecoderLayer", p), live), name="DecoderLayer", names_hint=NAMES)
+    out = run(m.train(), torch.zeros(64, 8, D_MODEL), torch.ones(64, 6, D_MODEL))
+    expect_branch_dropped(out, groups=1 if live == "feed_forward" else N_HEADS, p=p, chained=BRANCHES[live],
+                          what=f"DecoderLayer(..., dropout={p}) in training mode, {live}'s contribution",
+                          hint="each sublayer's output is dropped once, by its ResidualConnection: "
+                               "self.residual1(x, lambda y: self.self_attn(y, y, y, tgt_mask)), self.residual2(x, "
+                               "lambda y: self.cross_attn(y, memory, memory, src_mask)), self.residual3(x, "
+                               "self.feed_forward), with no dropout of the layer's own, and memory as it comes.")

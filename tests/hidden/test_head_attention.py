@@ -159,7 +159,7 @@ def test_training_mode_applies_dropout(impl, ref, device, seed):
 def test_dropout_acts_on_the_attention_weights(impl, ref, device, seed):
     m, r = pair(impl, ref, device)
     keep = (torch.rand(2, 8, 8, device=device) > 0.3).float() * 2.0  # a fixed "dropout" on the (B, T, T) weights
-    m.add_module("dropout", impl.probes.FixedMask(keep))
+    impl.probes.swap(m, {"dropout": impl.probes.FixedMask(keep)})
     dropped = copy.deepcopy(r)
     dropped.add_module("dropout", ref.probes.FixedMask(keep))
     try:

@@ -291,8 +291,8 @@ def test_dropout_acts_on_the_weights_and_on_the_output(impl, ref, device, seed):
     m, r = pair(impl, ref, device, is_causal=True)
     on_weights = (torch.rand(2, N_HEADS, 7, 7, device=device) > 0.3).float() * 2.0  # fixed "dropout" patterns
     on_output = (torch.rand(2, 7, DIM, device=device) > 0.3).float() * 2.0
-    m.add_module("attn_dropout", impl.probes.FixedMask(on_weights))
-    m.add_module("resid_dropout", impl.probes.FixedMask(on_output))
+    impl.probes.swap(m, {"attn_dropout": impl.probes.FixedMask(on_weights),
+                         "resid_dropout": impl.probes.FixedMask(on_output)})
     dropped = copy.deepcopy(r)
     dropped.add_module("attn_dropout", ref.probes.FixedMask(on_weights))
     dropped.add_module("resid_dropout", ref.probes.FixedMask(on_output))

@@ -110,7 +110,7 @@ def test_feed_forward_matches_golden(impl, ref, device, seed, shape):
 def test_feed_forward_dropout_acts_between_relu_and_w2(impl, ref, device, seed):
     m, r = feed_forward_pair(impl, ref, device)
     fixed = (torch.rand(2, 7, D_FF, device=device) > 0.3).float() * 2.0  # a fixed "dropout" pattern, (B, T, d_ff)
-    m.add_module("dropout", impl.probes.FixedMask(fixed))
+    impl.probes.swap(m, {"dropout": impl.probes.FixedMask(fixed)})
     dropped = copy.deepcopy(r)
     dropped.add_module("dropout", ref.probes.FixedMask(fixed))
     x = torch.randn(2, 7, D_MODEL, device=device)
@@ -206,7 +206,7 @@ def test_residual_matches_golden_in_float64(impl, ref, device, seed):
 def test_residual_dropout_acts_on_the_sublayer_output(impl, ref, device, seed):
     m, r = residual_pair(impl, ref, device)
     fixed = (torch.rand(2, 7, D_MODEL, device=device) > 0.3).float() * 2.0  # a fixed "dropout" pattern
-    m.add_module("dropout", impl.probes.FixedMask(fixed))
+    impl.probes.swap(m, {"dropout": impl.probes.FixedMask(fixed)})
     dropped = copy.deepcopy(r)
     dropped.add_module("dropout", ref.probes.FixedMask(fixed))
     remote, local = linear_pair(impl, device)
@@ -270,7 +270,7 @@ def test_dropout_drops_with_the_probability_it_was_given(impl, seed, module, p):
     what = f"{module}({', '.join(map(str, sizes))}, dropout={p})"
     try:
         for training in (True, False):
-            expect_dropout(module, m, p, what=what, training=training, ones_like=impl.torch.ones_like,
+            expect_dropout(module, m, p, what=what, training=training,
                            hint=DROPOUT_HINT[module] + (", applied once." if training else
                                                         "; nn.Dropout does nothing in eval mode."))
     except SubmissionFailure as failure:

@@ -220,7 +220,6 @@ DROPOUT_HINT = ("pass the dropout argument on to every part: both MultiHeadAtten
 def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed):
     m = impl.decoder.Decoder(2, D_MODEL, N_HEADS, D_FF, 0.3, MAX_SEQ_LEN)
     try:
-        expect_dropout("Decoder", m, 0.3, what="Decoder(..., dropout=0.3)", ones_like=impl.torch.ones_like,
-                       hint=DROPOUT_HINT + ".")
+        expect_dropout("Decoder", m, 0.3, what="Decoder(..., dropout=0.3)", hint=DROPOUT_HINT + ".")
     except SubmissionFailure as failure:
         raise type(failure)(f"{failure} Hint: {DROPOUT_HINT}.") from None

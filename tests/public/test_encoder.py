@@ -175,7 +175,6 @@ DROPOUT_HINT = ("pass the dropout argument on to every part: MultiHeadAttention(
 def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed):
     m = impl.encoder.Encoder(2, D_MODEL, N_HEADS, D_FF, 0.3)
     try:
-        expect_dropout("Encoder", m, 0.3, what="Encoder(..., dropout=0.3)", ones_like=impl.torch.ones_like,
-                       hint=DROPOUT_HINT + ".")
+        expect_dropout("Encoder", m, 0.3, what="Encoder(..., dropout=0.3)", hint=DROPOUT_HINT + ".")
     except SubmissionFailure as failure:
         raise type(failure)(f"{failure} Hint: {DROPOUT_HINT}.") from None

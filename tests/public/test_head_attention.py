@@ -154,7 +154,7 @@ def test_dropout_acts_on_the_attention_weights(impl, device, seed):
         "value.weight": keep_first_features(N_EMBD, HEAD_SIZE, device),
     })
     keep = (torch.rand(2, 6, 6, device=device) > 0.3).float() * 2.0  # a fixed "dropout" of the (B, T, T) weights
-    m.add_module("dropout", impl.probes.FixedMask(keep))
+    impl.probes.swap(m, {"dropout": impl.probes.FixedMask(keep)})
     x = torch.randn(2, 6, N_EMBD, device=device)
     weights = torch.ones(6, 6, device=device).tril()
     weights = weights / weights.sum(dim=-1, keepdim=True)  # (T, T): row t is 1/(t+1) on positions 0..t

@@ -202,8 +202,8 @@ def test_dropout_acts_on_the_weights_and_on_the_output(impl, device, seed):
     load_weights(m, weights)
     on_weights = (torch.rand(2, N_HEADS, 6, 6, device=device) > 0.3).float() * 2.0  # fixed "dropout" patterns
     on_output = (torch.rand(2, 6, DIM, device=device) > 0.3).float() * 2.0
-    m.add_module("attn_dropout", impl.probes.FixedMask(on_weights))
-    m.add_module("resid_dropout", impl.probes.FixedMask(on_output))
+    impl.probes.swap(m, {"attn_dropout": impl.probes.FixedMask(on_weights),
+                         "resid_dropout": impl.probes.FixedMask(on_output)})
     x = torch.randn(2, 6, DIM, device=device)
     uniform = torch.ones(6, 6, device=device).tril()
     uniform = uniform / uniform.sum(dim=-1, keepdim=True)  # (T, T): row t is 1/(t+1) on positions 0..t

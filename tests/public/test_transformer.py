@@ -258,6 +258,6 @@ def test_every_dropout_drops_with_the_default_probability(impl, seed):
             "Encoder(..., dropout), Decoder(..., dropout, max_seq_len)")
     try:
         expect_dropout("Transformer", impl.transformer.Transformer(SRC_VOCAB, TGT_VOCAB), 0.1,
-                       what=f"Transformer({SRC_VOCAB}, {TGT_VOCAB})", ones_like=impl.torch.ones_like, hint=hint + ".")
+                       what=f"Transformer({SRC_VOCAB}, {TGT_VOCAB})", hint=hint + ".")
     except SubmissionFailure as failure:
         raise type(failure)(f"{failure} Hint: {hint}.") from None

@@ -32,6 +32,27 @@ class Scale(nn.Module):
         return x * self.factor
 
 
+def swap(module: nn.Module, replacements: dict[str, nn.Module]) -> nn.Module:
+    """Set each named submodule of `module` to its replacement (a FixedMask for `dropout`), and with it every
+    other name the same submodule has in the tree: `self.net = nn.Sequential(..., self.dropout, ...)` calls
+    the dropout through the Sequential. A submodule that two names share, each with its own replacement
+    (`self.attn_dropout = self.resid_dropout`), is replaced under those two names only. Returns `module`."""
+    olds = {name: getattr(module, name, None) for name in replacements}
+    by_old: dict[int, list[nn.Module]] = {}
+    for name, old in olds.items():
+        if isinstance(old, nn.Module):
+            by_old.setdefault(id(old), []).append(replacements[name])
+    parents = [m for _, m in module.named_modules()]
+    for parent in parents:
+        for child_name, child in list(parent._modules.items()):
+            new = by_old.get(id(child))
+            if new is not None and len({id(n) for n in new}) == 1:
+                parent._modules[child_name] = new[0]
+    for name, replacement in replacements.items():
+        module.add_module(name, replacement)
+    return module
+
+
 def on_another_device(fn: object, *args: object) -> str:
     """Call `fn` with its tensors on a device of their own, the shapes only: why it mixed devices, or ''.
 
@@ -60,3 +81,73 @@ def on_another_device(fn: object, *args: object) -> str:
         if isinstance(value, torch.Tensor) and value.device.type != "meta":
             return f"it returned a tensor on {value.device} for inputs on another device"
     return ""
+
+
+def parts_of(module: nn.Module, paths: list[str]) -> list[dict[str, object] | None]:
+    """What each of `module`'s parts (`get_submodule` paths, '' the module itself) is made of: its parameters'
+    (under every name, aliases too) and buffers' shapes and dtypes and its `n_heads`; None for a path that
+    names no submodule.
+
+    One request for every part of a Transformer, where `describe` would take one per part.
+    """
+    def info(tensor: torch.Tensor) -> dict[str, object]:
+        return {"shape": list(tensor.shape), "dtype": str(tensor.dtype).removeprefix("torch.")}
+
+    found: list[dict[str, object] | None] = []
+    for path in paths:
+        try:
+            part = module.get_submodule(path) if path else module
+        except AttributeError:
+            found.append(None)
+            continue
+        n_heads = getattr(part, "n_heads", None)
+        found.append({
+            "parameters": {name: info(p) for name, p in part.named_parameters(remove_duplicate=False)},
+            "buffers": {name: info(b) for name, b in part.named_buffers()},
+            "n_heads": n_heads if type(n_heads) is int else repr(n_heads)[:40],
+        })
+    return found
+
+
+def run_traced(module: nn.Module, jobs: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Load each job's weights into a part of `module`, call it in the job's mode, and return what it gave.
+
+    A job: "path" (the part), "weights" (loaded by name, or None to keep the part's own), "allow"
+    (parameters that keep their values when no weight names them; the others are zeroed), "training",
+    "args", "sublayer" (append `torch.ones_like`, ResidualConnection's sublayer) and "through_eval"
+    (PositionalEncoding: call in eval mode with args first, then with 1 - that output in the job's mode).
+    Each result is {"unexpected": [...]} (weight names the part lacks) or {"outputs": [...]}.
+    """
+    results: list[dict[str, object]] = []
+    for job in jobs:
+        part = module.get_submodule(job["path"]) if job["path"] else module
+        weights = job["weights"]
+        if weights is not None:
+            missing, unexpected = part.load_state_dict(weights, strict=False)
+            if unexpected:
+                results.append({"unexpected": list(unexpected)})
+                continue
+            named = list(part.named_parameters(remove_duplicate=False))
+            loaded = {id(p) for name, p in named if name in weights}  # an alias shares its weights
+            extra = {name: torch.zeros_like(p) for name, p in named
+                     if name in missing and id(p) not in loaded and name not in job["allow"]}
+            if extra:
+                part.load_state_dict(extra, strict=False)
+        args = [*job["args"], *([torch.ones_like] if job.get("sublayer") else [])]
+        outputs = []
+        if job.get("through_eval"):
+            part.eval()
+            first = part(*args)
+            outputs.append(_detached(first))
+            if not (isinstance(first, torch.Tensor) and first.shape == args[0].shape):
+                results.append({"outputs": outputs})
+                continue
+            args = [1 - first.detach()]
+        part.train(bool(job["training"]))
+        outputs.append(_detached(part(*args)))
+        results.append({"outputs": outputs})
+    return results
+
+
+def _detached(value: object) -> object:
+    return value.detach() if isinstance(value, torch.Tensor) else value

@@ -51,7 +51,7 @@ def head_attention_scenario(run: ScenarioRun) -> None:
     full, short, keep = run.randn(2, 8, 12), run.randn(2, 5, 12), run.dropout_mask(2, 5, 5)
     run.record("T = block_size", lambda: m(full))
     run.record("T < block_size", lambda: m(short))
-    run.record("fixed dropout", lambda: _swap(m, "dropout", run.impl.probes.FixedMask(keep))(short))
+    run.record("fixed dropout", lambda: _swap(run, m, "dropout", run.impl.probes.FixedMask(keep))(short))
     _record_dropout(run, "HeadAttention", lambda impl, *p: impl.head_attention.HeadAttention(12, 8, 8, *p))
 
 
@@ -73,9 +73,8 @@ def multi_head_attention_scenario(run: ScenarioRun) -> None:
     dropped = run.module("MultiHeadAttention", lambda impl: mha(impl, False))
 
     def with_fixed_dropout() -> object:
-        dropped.add_module("attn_dropout", run.impl.probes.FixedMask(on_weights))
-        dropped.add_module("resid_dropout", run.impl.probes.FixedMask(on_output))
-        return dropped(x, x, x)
+        return run.impl.probes.swap(dropped, {"attn_dropout": run.impl.probes.FixedMask(on_weights),
+                                              "resid_dropout": run.impl.probes.FixedMask(on_output)})(x, x, x)
 
     run.record("fixed dropout", with_fixed_dropout)
 
@@ -103,10 +102,10 @@ def sublayers_scenario(run: ScenarioRun) -> None:
     sublayer = run.module("sublayer", lambda impl: impl.torch.nn.Linear(6, 6))  # mixes features, unlike a scale
     x, hidden, keep = run.randn(2, 4, 6), run.dropout_mask(2, 4, 10), run.dropout_mask(2, 4, 6)
     run.record("FeedForward", lambda: ff(x))
-    run.record("FeedForward, fixed dropout", lambda: _swap(ff, "dropout", run.impl.probes.FixedMask(hidden))(x))
+    run.record("FeedForward, fixed dropout", lambda: _swap(run, ff, "dropout", run.impl.probes.FixedMask(hidden))(x))
     run.record("ResidualConnection", lambda: rc(x, sublayer))
     run.record("ResidualConnection, fixed dropout",
-               lambda: _swap(rc, "dropout", run.impl.probes.FixedMask(keep))(x, sublayer))
+               lambda: _swap(run, rc, "dropout", run.impl.probes.FixedMask(keep))(x, sublayer))
     _record_dropout(run, "FeedForward", lambda impl, *p: impl.sublayers.FeedForward(6, 10, *p))
     _record_dropout(run, "ResidualConnection", lambda impl, *p: impl.sublayers.ResidualConnection(6, *p))
 
@@ -185,8 +184,7 @@ def _record_dropout(run: ScenarioRun, kind: str, make: Callable[..., Built], *, 
 
         def traces(p: float = p, given: tuple[float, ...] = given) -> tuple[object, ...]:
             m = make(run.impl, *given)
-            return tuple(rates.measure(part, rates.part_of(m, path, what=kind), ones_like=run.impl.torch.ones_like)
-                         .facet(p) for path, part in rates.parts(kind))
+            return tuple(trace.facet(p) for _, trace in rates.traces(rates.parts(kind), m, what=kind))
 
         run.record(f"{kind} {label}, training mode", lambda traces=traces: run.seeded(traces))
 
@@ -196,9 +194,8 @@ def _structure(m: Built) -> tuple[tuple[str, tuple[int, ...]], ...]:
     return tuple(sorted((name, tuple(p["shape"])) for name, p in info.parameters.items()))
 
 
-def _swap(m: Built, name: str, sub: Built) -> Built:
-    m.add_module(name, sub)
-    return m
+def _swap(run: ScenarioRun, m: Built, name: str, sub: Built) -> Built:
+    return run.impl.probes.swap(m, {name: sub})
 
 
 def _dtypes(value: object) -> object:
