@@ -1,12 +1,14 @@
 """`testing` is the one module graded suites import: checks whose failures read as feedback, and their vocabulary.
 
-The checks live in grader/judge/ (`checks`, `expect`, `structure`, `measures`, `dropout`, `rates`);
+The checks live in grader/judge/ (`checks`, `expect`, `structure`, `measures`, `dropout`, `rates`,
+`branches`);
 the failures a call into the submission raises in `grader.host.failures`; the capstone's task (shared
 with the worker) in `grader.inside.shared.capstone`.
 """
 
 from grader.host.failures import NotImplementedYet, SubmissionFailure
 from grader.inside.shared.capstone import FIRST_DATA_TOKEN, copy_batch, derangement, greedy_copy, shifted
+from grader.judge.branches import branch_weights, expect_branch_dropped
 from grader.judge.checks import EPS32, assert_close, float64, golden, manual_seed, random_keep_mask, tolerance
 from grader.judge.dropout import explained_by_weight_dropout, unexplained_by_weight_dropout, uniform_causal
 from grader.judge.expect import expect_tensor, expect_tuple
@@ -16,8 +18,8 @@ from grader.judge.structure import ModuleInfo, describe, expect_structure, load_
 
 __all__ = [
     "EPS32", "FIRST_DATA_TOKEN", "Gradients", "ModuleInfo", "NotImplementedYet", "OpCount", "SubmissionFailure",
-    "assert_close", "backward", "copy_batch", "count_ops", "derangement", "describe", "expect_dropout",
-    "expect_structure", "expect_tensor", "expect_tuple", "explained_by_weight_dropout", "float64", "fresh_worker",
-    "golden", "greedy_copy", "load_parameters", "manual_seed", "random_keep_mask", "shifted", "tolerance",
-    "unexplained_by_weight_dropout", "uniform_causal",
+    "assert_close", "backward", "branch_weights", "copy_batch", "count_ops", "derangement", "describe",
+    "expect_branch_dropped", "expect_dropout", "expect_structure", "expect_tensor", "expect_tuple",
+    "explained_by_weight_dropout", "float64", "fresh_worker", "golden", "greedy_copy", "load_parameters",
+    "manual_seed", "random_keep_mask", "shifted", "tolerance", "unexplained_by_weight_dropout", "uniform_causal",
 ]

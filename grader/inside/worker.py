@@ -114,9 +114,11 @@ class Worker:
             "type": _type_name(target),
             "is_module": True,
             "training": bool(target.training),
+            # Each parameter once, under the first name it was registered by, with all its names (an alias,
+            # `self.w1 = self.net[0]`, is one more name for the same weights).
             "parameters": {
-                name: _tensor_info(self.protocol, p) | {"requires_grad": bool(p.requires_grad)}
-                for name, p in target.named_parameters()
+                names[0]: _tensor_info(self.protocol, p) | {"requires_grad": bool(p.requires_grad), "names": names}
+                for p, names in _names_by_tensor(target.named_parameters(remove_duplicate=False)).values()
             },
             "buffers": {
                 name: _tensor_info(self.protocol, b) | {"persistent": name in persistent}
@@ -179,6 +181,13 @@ class Worker:
             "where": where,
             "traceback": text[-MAX_TRACEBACK_CHARS:],
         }
+
+
+def _names_by_tensor(named: Any) -> dict[int, tuple[Any, list[str]]]:
+    grouped: dict[int, tuple[Any, list[str]]] = {}
+    for name, tensor in named:
+        grouped.setdefault(id(tensor), (tensor, []))[1].append(name)
+    return grouped
 
 
 def _tensor_info(protocol: types.ModuleType, tensor: Any) -> dict[str, Any]:

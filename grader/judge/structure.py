@@ -37,24 +37,47 @@ class ModuleInfo:
 
 
 def describe(module: torch.nn.Module | Remote) -> ModuleInfo:
-    """Names, shapes and dtypes of a module's parameters, buffers and submodules."""
+    """Names, shapes and dtypes of a module's parameters, buffers and submodules.
+
+    A parameter reachable by several names (`self.net = nn.Sequential(...)` and `self.w1 = self.net[0]`)
+    is listed once, under its most contract-like name (`by_name`), with the others as "aliases".
+    """
     if isinstance(module, Remote):
         module._check_alive()
         info = module._connection.request({"op": "describe", "target": module._handle}, {}, what=f"{module._name}")
         if not info.get("is_module"):
             raise AssertionError(f"{module._name} should be a torch.nn.Module, got {info.get('type')}")
-        return ModuleInfo(info["type"], info["parameters"], info["buffers"], info["modules"], info["training"])
+        return ModuleInfo(info["type"], by_name(info["parameters"]), info["buffers"], info["modules"], info["training"])
     persistent = set(module.state_dict(keep_vars=True))
+    names: dict[int, list[str]] = {}
+    tensors: dict[int, torch.nn.Parameter] = {}
+    for name, p in module.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(name)
+        tensors[id(p)] = p
     return ModuleInfo(
         f"{type(module).__module__}.{type(module).__qualname__}",
-        {n: {"shape": list(p.shape), "dtype": str(p.dtype).removeprefix("torch."), "requires_grad": p.requires_grad}
-         for n, p in module.named_parameters()},
+        by_name({names[key][0]: {"shape": list(p.shape), "dtype": str(p.dtype).removeprefix("torch."),
+                                 "requires_grad": p.requires_grad, "names": names[key]}
+                 for key, p in tensors.items()}),
         {n: {"shape": list(b.shape), "dtype": str(b.dtype).removeprefix("torch."), "persistent": n in persistent}
          for n, b in module.named_buffers()},
         {n: [f"{c.__module__}.{c.__qualname__}" for c in type(m).__mro__]
          for n, m in module.named_modules(remove_duplicate=False) if n},
         module.training,
     )
+
+
+def by_name(parameters: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each parameter under its most contract-like name: of its names ("names", registration order), the one
+    with the fewest list indices (`w1.weight` over `net.0.weight`), the first registered of those; the
+    others become "aliases"."""
+    listed: dict[str, dict[str, Any]] = {}
+    for first, info in parameters.items():
+        names = [str(n) for n in info.get("names", ()) if isinstance(n, str)] if isinstance(info, dict) else []
+        names = names or [first]
+        name = min(names, key=lambda n: sum(part.isdigit() for part in n.split(".")))
+        listed[name] = {**info, "aliases": [n for n in names if n != name]}
+    return listed
 
 
 def load_parameters(
@@ -82,7 +105,9 @@ def load_parameters(
             f"{name} has no parameter or buffer {unexpected[0]!r}; its parameters start "
             f"{sorted(info.parameters)[:4] or 'none'}. Hint: the grader loads weights by name: {names_hint}."
         )
-    extra = [key for key in missing if key in info.parameters and key not in allow]
+    # a parameter is loaded when any of its names is (an alias shares its weights)
+    extra = [key for key in missing if key in info.parameters and key not in allow
+             and not any(alias in weights for alias in info.parameters[key]["aliases"])]
     if extra and not partial:
         zeros = {key: torch.zeros(info.parameters[key]["shape"], dtype=_dtype(info.parameters[key]["dtype"]))
                  for key in extra}

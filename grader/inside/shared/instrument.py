@@ -38,7 +38,8 @@ def backward(
     of the parameters when `fn` is a module or one of its bound methods.
     """
     module = module_of(fn)
-    parameters = dict(module.named_parameters()) if module is not None else {}
+    # every name of each parameter, aliases too: the trusted side looks gradients up by the contract's names
+    parameters = dict(module.named_parameters(remove_duplicate=False)) if module is not None else {}
     for p in parameters.values():
         p.grad = None
     leaves = [t for t in tensors_in((args, kwargs)) if t.requires_grad]
