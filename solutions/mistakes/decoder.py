@@ -96,4 +96,20 @@ MISTAKES = (
                 "        self.residual2 = ResidualConnection(d_model)\n"
                 "        self.residual3 = ResidualConnection(d_model)"),),
     ),
+    Mistake(
+        name="memory_dropped",
+        why="Drops the encoder's memory before cross-attention, so keys and values lose features.",
+        diagnosis=("dropout acts on the memory before cross-attention: pass memory as it comes, "
+                   "self.cross_attn(y, memory, memory, src_mask); the residual drops cross-attention's output."),
+        edits=(("self.cross_attn(y, memory, memory, src_mask)",
+                "self.cross_attn(y, self.residual2.dropout(memory), self.residual2.dropout(memory), src_mask)"),),
+    ),
+    Mistake(
+        name="feed_forward_output_dropped_twice",
+        why="Drops the feed-forward's output inside residual3's sublayer as well as in residual3 itself.",
+        diagnosis=("the feed-forward's output is dropped twice: ResidualConnection already drops its sublayer's "
+                   "output, so write self.residual3(x, self.feed_forward)."),
+        edits=(("return self.residual3(x, self.feed_forward)",
+                "return self.residual3(x, lambda y: self.residual3.dropout(self.feed_forward(y)))"),),
+    ),
 )

@@ -74,4 +74,14 @@ MISTAKES = (
         edits=(("self.feed_forward = FeedForward(d_model, d_ff, dropout)",
                 "self.feed_forward = FeedForward(d_model, d_ff)"),),
     ),
+    Mistake(
+        name="attention_output_dropped_twice",
+        why="Drops the attention output inside residual1's lambda as well, so it is dropped twice (three times "
+            "with MultiHeadAttention's own dropout after wo).",
+        diagnosis=("the attention output is dropped once more inside the residual's lambda: ResidualConnection "
+                   "already drops its sublayer's output, so write self.residual1(x, lambda y: self.self_attn(y, y, "
+                   "y, mask))."),
+        edits=(("lambda y: self.self_attn(y, y, y, mask))",
+                "lambda y: self.residual1.dropout(self.self_attn(y, y, y, mask)))"),),
+    ),
 )

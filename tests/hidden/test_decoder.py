@@ -417,7 +417,8 @@ def test_each_sublayer_output_is_dropped_by_its_residual_once(impl, ref, seed, l
     own drops more; a dropout on the memory makes a head's features differ."""
     p = 0.3
     m = built(impl, "DecoderLayer", p)
-    load_parameters(m, branch_weights(built(ref, "DecoderLayer", p), live), name="DecoderLayer", names_hint=NAMES)
+    weights = branch_weights(dict(built(ref, "DecoderLayer", p).named_parameters()), live)
+    load_parameters(m, weights, name="DecoderLayer", names_hint=NAMES)
     out = run(m.train(), torch.zeros(64, 8, D_MODEL), torch.ones(64, 6, D_MODEL))
     expect_branch_dropped(out, groups=1 if live == "feed_forward" else N_HEADS, p=p, chained=BRANCHES[live],
                           what=f"DecoderLayer(..., dropout={p}) in training mode, {live}'s contribution",

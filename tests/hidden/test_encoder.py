@@ -314,7 +314,8 @@ def test_each_sublayer_output_is_dropped_by_its_residual_once(impl, ref, seed, l
     dropout (and once more by attention's after wo), never by a second dropout of its own."""
     p = 0.3
     m = built(impl, "EncoderLayer", p)
-    load_parameters(m, branch_weights(built(ref, "EncoderLayer", p), live), name="EncoderLayer", names_hint=NAMES)
+    weights = branch_weights(dict(built(ref, "EncoderLayer", p).named_parameters()), live)
+    load_parameters(m, weights, name="EncoderLayer", names_hint=NAMES)
     out = run(m.train(), torch.zeros(64, 8, D_MODEL))
     expect_branch_dropped(out, groups=N_HEADS if live == "self_attn" else 1, p=p, chained=BRANCHES[live],
                           what=f"EncoderLayer(..., dropout={p}) in training mode, {live}'s contribution",

@@ -46,7 +46,8 @@ CHAINED = {"self_attn": 2, "cross_attn": 2, "feed_forward": 1}
 
 def contribution(layer: nn.Module, live: str) -> torch.Tensor:
     base = decoder.DecoderLayer if isinstance(layer, decoder.DecoderLayer) else encoder.EncoderLayer
-    load_parameters(layer, branch_weights(base(D_MODEL, N_HEADS, 32, P), live), name="layer", names_hint="")
+    weights = branch_weights(dict(base(D_MODEL, N_HEADS, 32, P).named_parameters()), live)
+    load_parameters(layer, weights, name="layer", names_hint="")
     x = torch.zeros(64, 8, D_MODEL)
     return layer.train()(x, torch.ones(64, 6, D_MODEL)) if base is decoder.DecoderLayer else layer.train()(x)
 

@@ -13,8 +13,11 @@ from torch.overrides import TorchFunctionMode
 
 from grader.host.remote import Remote
 from grader.judge import rates
+from grader.judge.branches import BRANCHES, branch_verdict, branch_weights
 from grader.judge.checks import count_ops, describe, manual_seed
 from grader.judge.diagnosis.observe import SEED, Built, Implementation, Raised, ScenarioRun, outcome, plain
+from grader.judge.expect import expect_tensor
+from grader.judge.structure import load_parameters
 
 
 def attention_scenario(run: ScenarioRun) -> None:
@@ -116,6 +119,7 @@ def encoder_scenario(run: ScenarioRun) -> None:
     run.record("output", lambda: m(x))
     run.record("padding mask", lambda: m(x, pad))
     _record_dropout(run, "EncoderLayer", lambda impl, *p: impl.encoder.EncoderLayer(8, 2, 12, *p))
+    _record_branches(run, "EncoderLayer", lambda impl: impl.encoder.EncoderLayer(8, 2, 12, 0.3))
     _record_dropout(run, "Encoder", lambda impl, *p: impl.encoder.Encoder(2, 8, 2, 12, *p))
 
 
@@ -128,6 +132,7 @@ def decoder_scenario(run: ScenarioRun) -> None:
     run.record("tgt_mask", lambda: m(x, memory, None, tgt))
     run.record("both masks", lambda: m(x, memory, src, tgt))
     _record_dropout(run, "DecoderLayer", lambda impl, *p: impl.decoder.DecoderLayer(8, 2, 12, *p))
+    _record_branches(run, "DecoderLayer", lambda impl: impl.decoder.DecoderLayer(8, 2, 12, 0.3))
     _record_dropout(run, "Decoder", lambda impl, *p: impl.decoder.Decoder(2, 8, 2, 12, *p))
 
 
@@ -187,6 +192,24 @@ def _record_dropout(run: ScenarioRun, kind: str, make: Callable[..., Built], *, 
             return tuple(trace.facet(p) for _, trace in rates.traces(rates.parts(kind), m, what=kind))
 
         run.record(f"{kind} {label}, training mode", lambda traces=traces: run.seeded(traces))
+
+
+def _record_branches(run: ScenarioRun, kind: str, make: Callable[[Implementation], Built]) -> None:
+    """Facets of how a layer (d_model 8, 2 heads, dropout 0.3) drops each sublayer's output, the sublayer seen
+    alone (see grader.judge.branches): once as it should, more, fewer, or unevenly across a head's features."""
+    for live, chained in BRANCHES[kind].items():
+
+        def verdict(live: str = live, chained: int = chained) -> str:
+            m = make(run.impl)
+            shapes = {name: torch.zeros(info["shape"]) for name, info in describe(m).parameters.items()}
+            load_parameters(m, branch_weights(shapes, live), name=kind, names_hint="")
+            x = torch.zeros(64, 8, 8)
+            out = m.train()(x, torch.ones(64, 6, 8)) if kind == "DecoderLayer" else m.train()(x)
+            return branch_verdict(expect_tensor(out, name=kind), groups=1 if live == "feed_forward" else 2, p=0.3,
+                                  chained=chained)[0]
+
+        run.record(f"{kind}(..., dropout=0.3) in training mode, {live}'s contribution",
+                   lambda verdict=verdict: run.seeded(verdict))
 
 
 def _structure(m: Built) -> tuple[tuple[str, tuple[int, ...]], ...]:
