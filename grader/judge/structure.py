@@ -47,35 +47,42 @@ def describe(module: torch.nn.Module | Remote) -> ModuleInfo:
         info = module._connection.request({"op": "describe", "target": module._handle}, {}, what=f"{module._name}")
         if not info.get("is_module"):
             raise AssertionError(f"{module._name} should be a torch.nn.Module, got {info.get('type')}")
-        return ModuleInfo(info["type"], by_name(info["parameters"]), info["buffers"], info["modules"], info["training"])
+        return ModuleInfo(info["type"], by_name(info["parameters"], info["modules"]), info["buffers"], info["modules"],
+                          info["training"])
     persistent = set(module.state_dict(keep_vars=True))
     names: dict[int, list[str]] = {}
     tensors: dict[int, torch.nn.Parameter] = {}
     for name, p in module.named_parameters(remove_duplicate=False):
         names.setdefault(id(p), []).append(name)
         tensors[id(p)] = p
+    modules = {n: [f"{c.__module__}.{c.__qualname__}" for c in type(m).__mro__]
+               for n, m in module.named_modules(remove_duplicate=False) if n}
     return ModuleInfo(
         f"{type(module).__module__}.{type(module).__qualname__}",
         by_name({names[key][0]: {"shape": list(p.shape), "dtype": str(p.dtype).removeprefix("torch."),
                                  "requires_grad": p.requires_grad, "names": names[key]}
-                 for key, p in tensors.items()}),
+                 for key, p in tensors.items()}, modules),
         {n: {"shape": list(b.shape), "dtype": str(b.dtype).removeprefix("torch."), "persistent": n in persistent}
          for n, b in module.named_buffers()},
-        {n: [f"{c.__module__}.{c.__qualname__}" for c in type(m).__mro__]
-         for n, m in module.named_modules(remove_duplicate=False) if n},
+        modules,
         module.training,
     )
 
 
-def by_name(parameters: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def by_name(parameters: dict[str, dict[str, Any]], modules: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Each parameter under its most contract-like name: of its names ("names", registration order), the one
-    with the fewest list indices (`w1.weight` over `net.0.weight`), the first registered of those; the
-    others become "aliases"."""
+    that goes through the fewest positions of an nn.Sequential (`w1.weight` over `net.0.weight`; a ModuleList's
+    `layers.0` is the contract's), the first registered of those; the others become "aliases"."""
+    def anonymous(name: str) -> int:
+        parts = name.split(".")
+        return sum(part.isdigit() and any(str(c).endswith(".Sequential") for c in modules.get(".".join(parts[:i]), ()))
+                   for i, part in enumerate(parts))
+
     listed: dict[str, dict[str, Any]] = {}
     for first, info in parameters.items():
         names = [str(n) for n in info.get("names", ()) if isinstance(n, str)] if isinstance(info, dict) else []
         names = names or [first]
-        name = min(names, key=lambda n: sum(part.isdigit() for part in n.split(".")))
+        name = min(names, key=anonymous)
         listed[name] = {**info, "aliases": [n for n in names if n != name]}
     return listed
 

@@ -75,3 +75,14 @@ def test_traced_parts_list_every_name_and_zero_only_extra_parameters():
                                        "args": [torch.zeros(1, 4)]}])
     assert "outputs" in result
     assert bool((m.net[0].weight == 2).all()) and bool((m.extra == 0).all())
+
+
+def test_a_module_list_keeps_its_contract_name_over_an_alias():
+    class Stack(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = nn.ModuleList(nn.Linear(2, 2) for _ in range(2))
+            self.first = self.layers[0]
+
+    info = describe(Stack())
+    assert "layers.0.weight" in info.parameters and info.parameters["layers.0.weight"]["aliases"] == ["first.weight"]
