@@ -335,6 +335,9 @@ PASS_DROPOUT = ("pass the dropout argument on to every part: both MultiHeadAtten
                 "dropout=dropout, max_seq_len=max_seq_len), ...), FeedForward(d_model, d_ff, dropout), each "
                 "ResidualConnection(d_model, dropout), and to each DecoderLayer; the defaults are dropout=0.0, "
                 "max_seq_len=512")
+SIZES = ("the defaults are dropout=0.0 and max_seq_len=512, and both are handed on: each attention's causal mask "
+         "is (1, 1, max_seq_len, max_seq_len), from MultiHeadAttention(ModelArgs(dim=d_model, n_heads=n_heads, "
+         "dropout=dropout, max_seq_len=max_seq_len), ...), and each DecoderLayer gets the Decoder's max_seq_len")
 
 
 def built(lib, module, dropout):
@@ -350,7 +353,7 @@ def test_without_dropout_training_mode_matches_golden(impl, ref, device, seed, m
     randomise_norms(r)
     m = built(impl, module, dropout)
     given = "without dropout and max_seq_len" if dropout is None else "with dropout=0.0"
-    expect_structure(m, r, what=f"{module} built {given}", hint=PASS_DROPOUT + ".")
+    expect_structure(m, r, what=f"{module} built {given}", hint=SIZES + ".")
     load_parameters(m, {name: p.detach() for name, p in r.named_parameters()}, name=module,
                     names_hint="self_attn, cross_attn, feed_forward, residual1 to residual3 (and layers.<i>, norm "
                                "in Decoder)")
