@@ -47,8 +47,7 @@ def describe(module: torch.nn.Module | Remote) -> ModuleInfo:
         info = module._connection.request({"op": "describe", "target": module._handle}, {}, what=f"{module._name}")
         if not info.get("is_module"):
             raise AssertionError(f"{module._name} should be a torch.nn.Module, got {info.get('type')}")
-        return ModuleInfo(info["type"], by_name(info["parameters"], info["modules"]), info["buffers"], info["modules"],
-                          info["training"])
+        return ModuleInfo(info["type"], by_name(info["parameters"]), info["buffers"], info["modules"], info["training"])
     persistent = set(module.state_dict(keep_vars=True))
     names: dict[int, list[str]] = {}
     tensors: dict[int, torch.nn.Parameter] = {}
@@ -61,7 +60,7 @@ def describe(module: torch.nn.Module | Remote) -> ModuleInfo:
         f"{type(module).__module__}.{type(module).__qualname__}",
         by_name({names[key][0]: {"shape": list(p.shape), "dtype": str(p.dtype).removeprefix("torch."),
                                  "requires_grad": p.requires_grad, "names": names[key]}
-                 for key, p in tensors.items()}, modules),
+                 for key, p in tensors.items()}),
         {n: {"shape": list(b.shape), "dtype": str(b.dtype).removeprefix("torch."), "persistent": n in persistent}
          for n, b in module.named_buffers()},
         modules,
@@ -69,20 +68,29 @@ def describe(module: torch.nn.Module | Remote) -> ModuleInfo:
     )
 
 
-def by_name(parameters: dict[str, dict[str, Any]], modules: dict[str, Any]) -> dict[str, dict[str, Any]]:
+# The contract's attribute names (CONTRACT.md), and the tensors' own: a name made of these is the contract's.
+CONTRACT_NAMES = frozenset({
+    "key", "query", "value", "tril", "dropout", "wq", "wk", "wv", "wo", "attn_dropout", "resid_dropout", "mask",
+    "pe", "w1", "w2", "norm", "self_attn", "cross_attn", "feed_forward", "residual1", "residual2", "residual3",
+    "layers", "src_embed", "tgt_embed", "pos", "encoder", "decoder", "generator", "weight", "bias",
+})
+
+
+def by_name(parameters: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Each parameter under its most contract-like name: of its names ("names", registration order), the one
-    that goes through the fewest positions of an nn.Sequential (`w1.weight` over `net.0.weight`; a ModuleList's
-    `layers.0` is the contract's), the first registered of those; the others become "aliases"."""
-    def anonymous(name: str) -> int:
+    with the fewest parts outside the contract (`w1.weight` over `net.0.weight`, `wq.weight` over
+    `proj.q.weight`; `layers.0` is the contract's ModuleList), the first registered of those; the others
+    become "aliases"."""
+    def foreign(name: str) -> int:
         parts = name.split(".")
-        return sum(part.isdigit() and any(str(c).endswith(".Sequential") for c in modules.get(".".join(parts[:i]), ()))
+        return sum(not (part in CONTRACT_NAMES or (part.isdigit() and i > 0 and parts[i - 1] == "layers"))
                    for i, part in enumerate(parts))
 
     listed: dict[str, dict[str, Any]] = {}
     for first, info in parameters.items():
         names = [str(n) for n in info.get("names", ()) if isinstance(n, str)] if isinstance(info, dict) else []
         names = names or [first]
-        name = min(names, key=anonymous)
+        name = min(names, key=foreign)
         listed[name] = {**info, "aliases": [n for n in names if n != name]}
     return listed
 

@@ -86,3 +86,16 @@ def test_a_module_list_keeps_its_contract_name_over_an_alias():
 
     info = describe(Stack())
     assert "layers.0.weight" in info.parameters and info.parameters["layers.0.weight"]["aliases"] == ["first.weight"]
+
+
+def test_a_module_dict_registered_first_gives_way_to_the_contract_names():
+    class Projections(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = nn.ModuleDict({"q": nn.Linear(4, 4, bias=False), "k": nn.Linear(4, 4, bias=False)})
+            self.wq, self.wk = self.proj["q"], self.proj["k"]
+            self.residuals = nn.ModuleList([nn.LayerNorm(4)])
+            self.residual1 = self.residuals[0]
+
+    assert sorted(describe(Projections()).parameters) == ["residual1.bias", "residual1.weight", "wk.weight",
+                                                           "wq.weight"]
