@@ -112,4 +112,16 @@ MISTAKES = (
         edits=(("return self.residual3(x, self.feed_forward)",
                 "return self.residual3(x, lambda y: self.residual3.dropout(self.feed_forward(y)))"),),
     ),
+    Mistake(
+        name="decoder_drops_memory",
+        why="Decoder gets a dropout of its own and drops the memory before the layers read it.",
+        diagnosis=("the Decoder drops the memory before its layers: pass memory to every layer as it comes; the "
+                   "dropouts belong inside the layers' parts."),
+        edits=(
+            ("        self.norm = nn.LayerNorm(d_model)\n",
+             "        self.norm = nn.LayerNorm(d_model)\n        self.dropout = nn.Dropout(dropout)\n"),
+            ("        for layer in self.layers:\n",
+             "        memory = self.dropout(memory)\n        for layer in self.layers:\n"),
+        ),
+    ),
 )

@@ -102,4 +102,12 @@ MISTAKES = (
         diagnosis="Transformer built with the defaults has 6 layers per stack: the contract's default is n_layers=2.",
         edits=(("n_layers: int = 2,", "n_layers: int = 6,"),),
     ),
+    Mistake(
+        name="decode_drops_memory",
+        why="decode passes pos's dropout of the memory to the decoder, so cross-attention reads dropped memory.",
+        diagnosis=("decode drops the memory: pass it as it comes, self.decoder(self.pos(y), memory, src_mask, "
+                   "tgt_mask); only the embeddings go through pos."),
+        edits=(("return self.decoder(self.pos(y), memory, src_mask, tgt_mask)",
+                "return self.decoder(self.pos(y), self.pos.dropout(memory), src_mask, tgt_mask)"),),
+    ),
 )

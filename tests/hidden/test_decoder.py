@@ -429,3 +429,32 @@ def test_each_sublayer_output_is_dropped_by_its_residual_once(impl, ref, seed, l
                                "self.residual1(x, lambda y: self.self_attn(y, y, y, tgt_mask)), self.residual2(x, "
                                "lambda y: self.cross_attn(y, memory, memory, src_mask)), self.residual3(x, "
                                "self.feed_forward), with no dropout of the layer's own, and memory as it comes.")
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("module", MODULES)
+def test_in_training_mode_it_is_its_parts_draw_for_draw(impl, seed, module):
+    """Seeded alike in training mode, DecoderLayer(x, memory, src_mask, tgt_mask) must equal the contract's
+    composition of its own parts (residual1 with self_attn(y, y, y, tgt_mask), residual2 with cross_attn(y,
+    memory, memory, src_mask), residual3 with feed_forward), and Decoder its layers in turn then norm: every
+    dropout draw is then a part's. A dropout of its own anywhere (on x, the memory, a query, a sublayer's output,
+    between layers) draws more, and the outputs part."""
+    m = built(impl, module, 0.3).train()
+    (x, memory), src_mask, tgt_mask = inputs("cpu", batch=3), padding([T_SRC, 3, 1], T_SRC, "cpu"), None
+    impl.torch.manual_seed(0)
+    whole = run(m, x, memory, src_mask, tgt_mask)
+    impl.torch.manual_seed(0)
+    if module == "DecoderLayer":
+        composed = m.residual1(x, impl.probes.SelfAttending(m.self_attn, tgt_mask))
+        composed = m.residual2(composed, impl.probes.CrossAttending(m.cross_attn, memory, src_mask))
+        composed = m.residual3(composed, m.feed_forward)
+    else:
+        composed = x
+        for i in range(MODULES[module][0]):
+            composed = m.get_submodule(f"layers.{i}")(composed, memory, src_mask, tgt_mask)
+        composed = m.norm(composed)
+    assert_close(whole, expect_tensor(composed, name=f"{module}'s parts composed"), atol=1e-5,
+                 name=f"{module}(..., dropout=0.3)(x, memory, src_mask) in training mode, against its parts composed "
+                      "with the same seed",
+                 hint="dropout belongs only inside the parts (MultiHeadAttention, FeedForward, ResidualConnection): "
+                      + LAYER + ", with nothing of the layer's or the decoder's own in between, memory as it comes.")

@@ -322,3 +322,29 @@ def test_each_sublayer_output_is_dropped_by_its_residual_once(impl, ref, seed, l
                           hint="each sublayer's output is dropped once, by its ResidualConnection: "
                                "self.residual1(x, lambda y: self.self_attn(y, y, y, mask)), then "
                                "self.residual2(x, self.feed_forward), with no dropout of the layer's own.")
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("module", MODULES)
+def test_in_training_mode_it_is_its_parts_draw_for_draw(impl, seed, module):
+    """Seeded alike in training mode, EncoderLayer(x, mask) must equal the contract's composition of its own parts,
+    residual1(x, y -> self_attn(y, y, y, mask)) then residual2(., feed_forward), and Encoder its layers in turn
+    then norm: every dropout draw is then a part's. A dropout of its own anywhere (on x, a query or key, the
+    attention output, between layers) draws more, and the outputs part."""
+    m = built(impl, module, 0.3).train()
+    x, mask = torch.randn(3, 7, D_MODEL), padding([7, 4, 2], 7, "cpu")
+    impl.torch.manual_seed(0)
+    whole = run(m, x, mask)
+    impl.torch.manual_seed(0)
+    if module == "EncoderLayer":
+        composed = m.residual2(m.residual1(x, impl.probes.SelfAttending(m.self_attn, mask)), m.feed_forward)
+    else:
+        composed = x
+        for i in range(MODULES[module][0]):
+            composed = m.get_submodule(f"layers.{i}")(composed, mask)
+        composed = m.norm(composed)
+    assert_close(whole, expect_tensor(composed, name=f"{module}'s parts composed"), atol=1e-5,
+                 name=f"{module}(..., dropout=0.3)(x, mask) in training mode, against its parts composed with the "
+                      "same seed",
+                 hint="dropout belongs only inside the parts (MultiHeadAttention, FeedForward, ResidualConnection): "
+                      + LAYER + ", with nothing of the layer's or the encoder's own in between.")

@@ -32,6 +32,28 @@ class Scale(nn.Module):
         return x * self.factor
 
 
+class SelfAttending(nn.Module):
+    """The contract's sublayer `lambda y: attention(y, y, y, mask)`, built in the worker for a test to hand over."""
+
+    def __init__(self, attention: nn.Module, mask: torch.Tensor | None = None) -> None:
+        super().__init__()
+        self.attention, self.mask = attention, mask
+
+    def forward(self, y: torch.Tensor) -> torch.Tensor:
+        return self.attention(y, y, y, self.mask)
+
+
+class CrossAttending(nn.Module):
+    """The contract's sublayer `lambda y: attention(y, memory, memory, mask)`."""
+
+    def __init__(self, attention: nn.Module, memory: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        super().__init__()
+        self.attention, self.memory, self.mask = attention, memory, mask
+
+    def forward(self, y: torch.Tensor) -> torch.Tensor:
+        return self.attention(y, self.memory, self.memory, self.mask)
+
+
 def swap(module: nn.Module, replacements: dict[str, nn.Module]) -> nn.Module:
     """Set each named submodule of `module` to its replacement (a FixedMask for `dropout`), and with it every
     other name the same submodule has in the tree: `self.net = nn.Sequential(..., self.dropout, ...)` calls

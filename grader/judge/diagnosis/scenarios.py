@@ -121,6 +121,7 @@ def encoder_scenario(run: ScenarioRun) -> None:
     _record_dropout(run, "EncoderLayer", lambda impl, *p: impl.encoder.EncoderLayer(8, 2, 12, *p))
     _record_branches(run, "EncoderLayer", lambda impl: impl.encoder.EncoderLayer(8, 2, 12, 0.3))
     _record_dropout(run, "Encoder", lambda impl, *p: impl.encoder.Encoder(2, 8, 2, 12, *p))
+    _record_draws(run, "Encoder", lambda impl: impl.encoder.Encoder(2, 8, 2, 12, 0.3), x, pad)
 
 
 def decoder_scenario(run: ScenarioRun) -> None:
@@ -134,6 +135,7 @@ def decoder_scenario(run: ScenarioRun) -> None:
     _record_dropout(run, "DecoderLayer", lambda impl, *p: impl.decoder.DecoderLayer(8, 2, 12, *p))
     _record_branches(run, "DecoderLayer", lambda impl: impl.decoder.DecoderLayer(8, 2, 12, 0.3))
     _record_dropout(run, "Decoder", lambda impl, *p: impl.decoder.Decoder(2, 8, 2, 12, *p))
+    _record_draws(run, "Decoder", lambda impl: impl.decoder.Decoder(2, 8, 2, 12, 0.3), x, memory, src, tgt)
 
 
 def transformer_scenario(run: ScenarioRun) -> None:
@@ -153,6 +155,20 @@ def transformer_scenario(run: ScenarioRun) -> None:
                                             **({"dropout": p[0]} if p else {}))
 
     _record_dropout(run, "Transformer", built_with, default=0.1)
+
+    memory = run.randn(2, 6, 16)
+
+    def decode_draws() -> bool:
+        t = built_with(run.impl, 0.3).to(run.dtype).train()
+        looked_up, table = t.tgt_embed(tgt), t.tgt_embed.weight
+        scaled = looked_up if torch.allclose(looked_up, table[tgt] * 4.0) else looked_up * 4.0  # sqrt(16)
+        run.impl.torch.manual_seed(SEED)
+        whole = t.decode(memory, tgt, src_mask)
+        run.impl.torch.manual_seed(SEED)
+        return bool(torch.allclose(whole, t.decoder(t.pos(scaled), memory, src_mask, None), atol=1e-5))
+
+    run.record("decode in training mode (dropout 0.3) is decoder(pos(embedded tgt), memory), draw for draw",
+               decode_draws)
 
 
 SCENARIOS: dict[str, Callable[[ScenarioRun], None]] = {
@@ -194,22 +210,39 @@ def _record_dropout(run: ScenarioRun, kind: str, make: Callable[..., Built], *, 
         run.record(f"{kind} {label}, training mode", lambda traces=traces: run.seeded(traces))
 
 
+def _record_draws(run: ScenarioRun, kind: str, make: Callable[[Implementation], Built], *inputs: object) -> None:
+    """Whether a stack (two layers, dropout 0.3) in training mode is its layers in turn then norm, draw for draw:
+    a dropout of the stack's own (on the memory, between layers) draws more."""
+
+    def same() -> bool:
+        m = make(run.impl).to(run.dtype).train()
+        run.impl.torch.manual_seed(SEED)
+        whole = m(*inputs)
+        run.impl.torch.manual_seed(SEED)
+        y = inputs[0]
+        for i in range(2):
+            y = m.get_submodule(f"layers.{i}")(y, *inputs[1:])
+        return bool(torch.allclose(whole, m.norm(y), atol=1e-5))
+
+    run.record(f"{kind}(..., dropout=0.3) in training mode is its layers then norm, draw for draw", same)
+
+
 def _record_branches(run: ScenarioRun, kind: str, make: Callable[[Implementation], Built]) -> None:
-    """Facets of how a layer (d_model 8, 2 heads, dropout 0.3) drops each sublayer's output, the sublayer seen
-    alone (see grader.judge.branches): once as it should, more, fewer, or unevenly across a head's features."""
-    for live, chained in BRANCHES[kind].items():
+    """One facet of how a layer (d_model 8, 2 heads, dropout 0.3) drops each sublayer's output, each sublayer
+    seen alone (see grader.judge.branches): once as it should, more, fewer, or unevenly across a head's
+    features. One facet for all sublayers, so that a mistake is named only where every sublayer agrees."""
 
-        def verdict(live: str = live, chained: int = chained) -> str:
-            m = make(run.impl)
-            shapes = {name: torch.zeros(info["shape"]) for name, info in describe(m).parameters.items()}
-            load_parameters(m, branch_weights(shapes, live), name=kind, names_hint="")
-            x = torch.zeros(64, 8, 8)
-            out = m.train()(x, torch.ones(64, 6, 8)) if kind == "DecoderLayer" else m.train()(x)
-            return branch_verdict(expect_tensor(out, name=kind), groups=1 if live == "feed_forward" else 2, p=0.3,
-                                  chained=chained)[0]
+    def verdict(live: str, chained: int) -> str:
+        m = make(run.impl)
+        shapes = {name: torch.zeros(info["shape"]) for name, info in describe(m).parameters.items()}
+        load_parameters(m, branch_weights(shapes, live), name=kind, names_hint="")
+        x = torch.zeros(64, 8, 8)
+        out = m.train()(x, torch.ones(64, 6, 8)) if kind == "DecoderLayer" else m.train()(x)
+        return branch_verdict(expect_tensor(out, name=kind), groups=1 if live == "feed_forward" else 2, p=0.3,
+                              chained=chained)[0]
 
-        run.record(f"{kind}(..., dropout=0.3) in training mode, {live}'s contribution",
-                   lambda verdict=verdict: run.seeded(verdict))
+    run.record(f"{kind}(..., dropout=0.3) in training mode, each sublayer's contribution",
+               lambda: tuple(run.seeded(lambda live=live, n=n: verdict(live, n)) for live, n in BRANCHES[kind].items()))
 
 
 def _structure(m: Built) -> tuple[tuple[str, tuple[int, ...]], ...]:
