@@ -118,7 +118,7 @@ class Worker:
             # `self.w1 = self.net[0]`, is one more name for the same weights).
             "parameters": {
                 names[0]: _tensor_info(self.protocol, p) | {"requires_grad": bool(p.requires_grad), "names": names}
-                for p, names in _names_by_tensor(target.named_parameters(remove_duplicate=False)).values()
+                for p, names in self.instrument.names_by_tensor(target)
             },
             "buffers": {
                 name: _tensor_info(self.protocol, b) | {"persistent": name in persistent}
@@ -181,13 +181,6 @@ class Worker:
             "where": where,
             "traceback": text[-MAX_TRACEBACK_CHARS:],
         }
-
-
-def _names_by_tensor(named: Any) -> dict[int, tuple[Any, list[str]]]:
-    grouped: dict[int, tuple[Any, list[str]]] = {}
-    for name, tensor in named:
-        grouped.setdefault(id(tensor), (tensor, []))[1].append(name)
-    return grouped
 
 
 def _tensor_info(protocol: types.ModuleType, tensor: Any) -> dict[str, Any]:

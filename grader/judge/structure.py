@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from grader.host.remote import Remote
+from grader.inside.shared.instrument import names_by_tensor
 from grader.judge.expect import expect_tuple
 
 
@@ -49,21 +50,14 @@ def describe(module: torch.nn.Module | Remote) -> ModuleInfo:
             raise AssertionError(f"{module._name} should be a torch.nn.Module, got {info.get('type')}")
         return ModuleInfo(info["type"], by_name(info["parameters"]), info["buffers"], info["modules"], info["training"])
     persistent = set(module.state_dict(keep_vars=True))
-    names: dict[int, list[str]] = {}
-    tensors: dict[int, torch.nn.Parameter] = {}
-    for name, p in module.named_parameters(remove_duplicate=False):
-        names.setdefault(id(p), []).append(name)
-        tensors[id(p)] = p
-    modules = {n: [f"{c.__module__}.{c.__qualname__}" for c in type(m).__mro__]
-               for n, m in module.named_modules(remove_duplicate=False) if n}
     return ModuleInfo(
         f"{type(module).__module__}.{type(module).__qualname__}",
-        by_name({names[key][0]: {"shape": list(p.shape), "dtype": str(p.dtype).removeprefix("torch."),
-                                 "requires_grad": p.requires_grad, "names": names[key]}
-                 for key, p in tensors.items()}),
+        by_name({names[0]: {"shape": list(p.shape), "dtype": str(p.dtype).removeprefix("torch."),
+                            "requires_grad": p.requires_grad, "names": names} for p, names in names_by_tensor(module)}),
         {n: {"shape": list(b.shape), "dtype": str(b.dtype).removeprefix("torch."), "persistent": n in persistent}
          for n, b in module.named_buffers()},
-        modules,
+        {n: [f"{c.__module__}.{c.__qualname__}" for c in type(m).__mro__]
+         for n, m in module.named_modules(remove_duplicate=False) if n},
         module.training,
     )
 
@@ -88,7 +82,8 @@ def by_name(parameters: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
     listed: dict[str, dict[str, Any]] = {}
     for first, info in parameters.items():
-        names = [str(n) for n in info.get("names", ()) if isinstance(n, str)] if isinstance(info, dict) else []
+        claimed = info.get("names") if isinstance(info, dict) else None  # the worker's word: a list of str, or not
+        names = [n for n in claimed if isinstance(n, str)] if isinstance(claimed, list) else []
         names = names or [first]
         name = min(names, key=foreign)
         listed[name] = {**info, "aliases": [n for n in names if n != name]}

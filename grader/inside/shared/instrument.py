@@ -59,6 +59,15 @@ def backward(
     }
 
 
+def names_by_tensor(module: torch.nn.Module) -> list[tuple[torch.nn.Parameter, list[str]]]:
+    """Each parameter of `module` once, with every name it has, in registration order (`self.w1 = self.net[0]`
+    gives net.0.weight and w1.weight one tensor)."""
+    grouped: dict[int, tuple[torch.nn.Parameter, list[str]]] = {}
+    for name, p in module.named_parameters(remove_duplicate=False):
+        grouped.setdefault(id(p), (p, []))[1].append(name)
+    return list(grouped.values())
+
+
 def module_of(fn: Callable[..., Any]) -> torch.nn.Module | None:
     """The module `fn` is, or whose bound method it is; None for anything else."""
     module = fn if isinstance(fn, torch.nn.Module) else getattr(fn, "__self__", None)
