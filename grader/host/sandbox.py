@@ -81,7 +81,8 @@ class Sandbox:
         self._home = Path(tempfile.mkdtemp(prefix=f"grader-{os.getpid()}-", dir=stage_parent()))
         self._home.chmod(0o711)  # crossed, never listed
         self.stage = self._home / secrets.token_hex(8)
-        self.stage.mkdir(mode=0o755)
+        self.stage.mkdir()
+        self.stage.chmod(0o755)  # mkdir's mode is cut by the umask (077 in some images); chmod's is not
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - the zygote writes here until close()
         self._busy = False  # a client was handed over and may not be finished yet
         self._requests = 0

@@ -267,18 +267,39 @@ def _read(path: Path) -> bytes:
         raise SubmissionInputError(f"{path.name} cannot be read ({error.strerror})") from None
 
 
+# Modes of the stage's own: the sandbox's user (uid 65534, or bubblewrap's mapped uid) reads what is staged, whatever
+# the modes of the kit's folder (Gradescope's setup.sh makes it root's alone) and whatever the umask.
+STAGED_FOLDER_MODE = 0o755
+STAGED_FILE_MODE = 0o644
+
+
 def stage_worker(into: Path) -> None:
-    """Write the worker's package, `into/gradeworker`: all of grader/inside/, the code the zygote and workers run."""
-    shutil.copytree(inside.__path__[0], into / "gradeworker", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    """Write the worker's package, `into/gradeworker`: all of grader/inside/, the code the zygote and workers run.
+
+    Written file by file with modes of its own, never copied with the kit's: `shutil.copytree` keeps the
+    source's modes, and a kit folder locked with `chmod -R go-rwx` would stage a worker its sandbox cannot read."""
+    source = Path(inside.__path__[0])
+    for path in sorted(source.rglob("*.py")):
+        if "__pycache__" not in path.parts:
+            _stage_file(into / "gradeworker" / path.relative_to(source), path.read_bytes(), top=into)
 
 
 def stage_exercises(submission: Submission, *, kit_root: Path, into: Path) -> None:
     """(Re)write `into/exercises`, the package the worker imports: the kit's config and the submission."""
     package = into / "exercises"
     shutil.rmtree(package, ignore_errors=True)
-    package.mkdir(parents=True)
     kit_exercises = kit_root / "exercises"
     for provided in ("__init__.py", "config.py"):
-        shutil.copyfile(kit_exercises / provided, package / provided)
+        _stage_file(package / provided, (kit_exercises / provided).read_bytes(), top=into)
     for name, data in submission.files.items():
-        (package / name).write_bytes(data)
+        _stage_file(package / name, data, top=into)
+
+
+def _stage_file(path: Path, data: bytes, *, top: Path) -> None:
+    """Write `data` to `path` (a file below `top`) as 0644, making the folders between them 0755."""
+    folders = [folder for folder in path.parents if folder.is_relative_to(top) and folder != top]
+    for folder in reversed(folders):
+        folder.mkdir(exist_ok=True)
+        folder.chmod(STAGED_FOLDER_MODE)  # mkdir's mode is cut by the umask; chmod's is not
+    path.write_bytes(data)
+    path.chmod(STAGED_FILE_MODE)
