@@ -11,7 +11,7 @@ ReportJSON = dict[str, Any]
 
 
 class Status(StrEnum):
-    """How a submission's grading ended, as its report and summary.json name it."""
+    """How a submission's grading ended, as its report names it (grades.csv and summary.json: summary.CSV_STATUS)."""
 
     GRADED = "graded"
     SKIPPED = "skipped"  # the batch's own: graded before with the same key, its report reused

@@ -40,6 +40,8 @@ from grader.text import clean, id_of
 
 # DIR/grades.csv and DIR/summary.json: no submission's report may take or shadow their names.
 RESERVED_IDS = frozenset({"grades", "summary"})
+# The statuses a report is written with (see `_grade`); never "skipped", which is a rerun's word for it.
+RECORDED = (Status.GRADED, Status.REFUSED, Status.TIMEOUT, Status.FAILED)
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,17 @@ class Result:
     id: str
     status: Status
     report: ReportJSON
+
+    @property
+    def ended(self) -> Status:
+        """How its grading ended: for one skipped as done, the status its report was recorded with.
+
+        A rerun's grades.csv, summary and exit code follow this, so that they are an uninterrupted run's.
+        """
+        if self.status != Status.SKIPPED:
+            return self.status
+        recorded = self.report.get("status")
+        return next((status for status in RECORDED if status == recorded), Status.GRADED)
 
 
 def discover(folder: Path) -> list[Entry]:

@@ -7,7 +7,7 @@ import io
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from grader.batch.jobs import ReportJSON, Status
 from grader.curriculum import BY_ID
@@ -21,9 +21,15 @@ if TYPE_CHECKING:
 # How the worker's limits announce themselves in a test's message (see grader/host/workers.py and failures.py).
 LIMIT_SIGNS = {"timed out after": "timeout", "crashed with": "crash", "the worker exited with": "crash",
                "ran out of memory": "memory"}
-# A result's status as grades.csv names it (CONTRACT.md section 4), so that a 0 is never silent.
+# A result's status as grades.csv and summary.json name it (CONTRACT.md section 4), so that a 0 is never silent.
 CSV_STATUS = {Status.GRADED: "graded", Status.REFUSED: "refused", Status.TIMEOUT: "limit",
               Status.FAILED: "grader-error"}
+# The statuses the class's mean, mean per exercise and histogram count. A `limit` one went over the batch's
+# --timeout on its own input: its 0 is the student's own and counts, as grades.csv gives it. A refused one
+# had nothing to grade, and a grader-error one is the kit's failure: their 0s are no score.
+SCORED = (Status.GRADED, Status.TIMEOUT)
+# How summary.json's `limits` names a submission that was not simply graded.
+LIMIT_KIND = {Status.REFUSED: "refused", Status.TIMEOUT: "timeout", Status.FAILED: "grader-error"}
 
 
 @dataclass(frozen=True)
@@ -55,16 +61,21 @@ class LimitHit:
 
 @dataclass(frozen=True)
 class ClassSummary:
-    """Class statistics: score histogram, mean per exercise, hardest tests, and limit hits."""
+    """Class statistics over the scored submissions (see SCORED), with the others counted beside them.
+
+    Nothing in it depends on when or how often the batch ran: a rerun that skips what is done writes the
+    same summary.json as an uninterrupted run.
+    """
 
     submissions: int
-    statuses: dict[str, int]
+    statuses: dict[str, int]  # every status as grades.csv names it, 0 included, so that none is silent
+    scored: int  # the submissions the mean, mean per exercise and histogram are over
     sandboxes: dict[str, int]
     max_score: float
-    mean_score: float
-    exercises: dict[str, float]  # mean score per exercise, in curriculum order
+    mean_score: float | None  # None when no submission was scored: not a class mean of 0
+    exercises: dict[str, float | None]  # mean score per exercise, in curriculum order
     histogram: list[ScoreBin]
-    hardest_tests: list[HardTest]
+    hardest_tests: list[HardTest]  # over the graded submissions' tests: the others ran none
     limits: list[LimitHit]
 
     def to_json(self) -> dict[str, object]:
@@ -82,9 +93,7 @@ def write_grades_csv(results: list[Result], selection: Selection, path: Path) ->
     writer.writerow(["id", "status", "sandbox", *selection.exercises, "total"])
     for result in results:
         scores = {e["id"]: e["score"] for e in result.report.get("exercises", [])}
-        # A submission skipped as done keeps the status it was graded with.
-        status = result.report.get("status", "graded") if result.status == Status.SKIPPED else result.status
-        text = [result.id, CSV_STATUS.get(status, status), result.report.get("sandbox") or ""]
+        text = [result.id, CSV_STATUS[result.ended], result.report.get("sandbox") or ""]
         writer.writerow([*(spreadsheet_cell(cell) for cell in text),
                          *(f"{scores.get(x, 0.0):g}" for x in selection.exercises),
                          f"{result.report.get('score', 0.0):g}"])
@@ -93,43 +102,60 @@ def write_grades_csv(results: list[Result], selection: Selection, path: Path) ->
 
 
 def summarise(results: list[Result], selection: Selection) -> ClassSummary:
-    """Class statistics: score histogram, mean per exercise, hardest tests, and limit hits."""
-    reports = [r.report for r in results]
+    """Class statistics over the scored submissions, the refused and grader-error ones counted apart."""
     maximum = sum(float(BY_ID[x].points) for x in selection.exercises)
-    percents = [100 * r.get("score", 0.0) / maximum if maximum else 0.0 for r in reports]
-    histogram = Counter(min(int(p // 10), 9) for p in percents)
-    passed: Counter[str] = Counter()
-    seen: Counter[str] = Counter()
-    limits = []
-    for result in results:
-        hits = set()
-        for exercise in result.report.get("exercises", []) if result.status in (Status.GRADED, Status.SKIPPED) else []:
-            for test in exercise.get("tests", []):
-                if test.get("outcome") == "skipped":
-                    continue
-                seen[test["name"]] += 1
-                passed[test["name"]] += test.get("outcome") == "passed"
-                hits |= {kind for sign, kind in LIMIT_SIGNS.items() if sign in test.get("message", "")}
-        reason = ""
-        if result.status in (Status.TIMEOUT, Status.REFUSED, Status.FAILED):
-            hits.add(str(result.status))
-            reason = (result.report.get("warnings") or [""])[0]
-        if hits:
-            limits.append(LimitHit(result.id, sorted(hits), reason))
-    hardest = sorted(seen, key=lambda name: (passed[name] / seen[name], name))[:10]
+    scored = [r.report for r in results if r.ended in SCORED]
     return ClassSummary(
         submissions=len(results),
-        statuses=dict(Counter(str(r.status) for r in results)),
+        statuses={name: sum(CSV_STATUS[r.ended] == name for r in results) for name in CSV_STATUS.values()},
+        scored=len(scored),
         sandboxes=dict(Counter(r.report.get("sandbox") or "not graded" for r in results)),
         max_score=maximum,
-        mean_score=round(sum(r.get("score", 0.0) for r in reports) / len(reports), 4) if reports else 0.0,
-        exercises={x: round(sum(_exercise_score(r, x) for r in reports) / len(reports), 4) if reports else 0.0
-                   for x in selection.exercises},
-        histogram=[ScoreBin(10 * i, 10 * i + 10, histogram.get(i, 0)) for i in range(10)],
-        hardest_tests=[HardTest(n, round(passed[n] / seen[n], 4), seen[n] - passed[n])
-                       for n in hardest if passed[n] < seen[n]],
-        limits=limits,
+        mean_score=_mean([r.get("score", 0.0) for r in scored]),
+        exercises={x: _mean([_exercise_score(r, x) for r in scored]) for x in selection.exercises},
+        histogram=_histogram([r.get("score", 0.0) for r in scored], maximum),
+        hardest_tests=_hardest_tests([r.report for r in results if r.ended == Status.GRADED]),
+        limits=[hit for r in results if (hit := _limit_hit(r))],
     )
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def _histogram(scores: list[float], maximum: float) -> list[ScoreBin]:
+    """Ten bars of 10 percent each; full marks fall in the last."""
+    bins = Counter(min(int((100 * score / maximum if maximum else 0.0) // 10), 9) for score in scores)
+    return [ScoreBin(10 * i, 10 * i + 10, bins.get(i, 0)) for i in range(10)]
+
+
+def _hardest_tests(reports: list[ReportJSON]) -> list[HardTest]:
+    """The ten tests with the lowest pass rate among those that ran, of those some submission failed."""
+    passed: Counter[str] = Counter()
+    seen: Counter[str] = Counter()
+    for report in reports:
+        for test in _tests(report):
+            seen[test["name"]] += 1
+            passed[test["name"]] += test.get("outcome") == "passed"
+    hardest = sorted(seen, key=lambda name: (passed[name] / seen[name], name))[:10]
+    return [HardTest(n, round(passed[n] / seen[n], 4), seen[n] - passed[n]) for n in hardest if passed[n] < seen[n]]
+
+
+def _limit_hit(result: Result) -> LimitHit | None:
+    """Why a submission is not simply graded: its status, or the limits its tests hit; None when neither."""
+    hits = set()
+    if result.ended == Status.GRADED:
+        for test in _tests(result.report):
+            hits |= {kind for sign, kind in LIMIT_SIGNS.items() if sign in test.get("message", "")}
+        return LimitHit(result.id, sorted(hits), "") if hits else None
+    reason = (result.report.get("warnings") or [""])[0]
+    return LimitHit(result.id, [LIMIT_KIND[result.ended]], reason)
+
+
+def _tests(report: ReportJSON) -> list[dict[str, Any]]:
+    """The tests a graded report ran (a skipped test did not)."""
+    return [test for exercise in report.get("exercises", []) for test in exercise.get("tests", [])
+            if test.get("outcome") != "skipped"]
 
 
 def _exercise_score(report: ReportJSON, exercise_id: str) -> float:

@@ -70,14 +70,40 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False, file
 
 
 def render_summary(summary: ClassSummary, console: Console, out: Path) -> None:
-    """A batch's class summary: counts, score histogram, mean per exercise, hardest tests, limit hits."""
-    statuses = ", ".join(f"{n} {status}" for status, n in sorted(summary.statuses.items()))
+    """A batch's class summary: counts, score histogram, mean per exercise, hardest tests, limit hits.
+
+    The statistics are over the scored submissions only, the others counted beside them; with none
+    scored, it says so rather than show a class of zeros.
+    """
+    statuses = ", ".join(f"{n} {status}" for status, n in summary.statuses.items())
     tiers = ", ".join(f"{n} {tier}" for tier, n in sorted(summary.sandboxes.items()))
-    console.print(f"[bold]{summary.submissions} submissions[/] ({statuses}; sandbox: {tiers}); "
-                  f"mean {points(summary.mean_score)}/{points(summary.max_score)}")
+    console.print(f"[bold]{summary.submissions} submissions[/]: {statuses} (sandbox: {tiers})", soft_wrap=True)
     if summary.sandboxes.get("none"):
         console.print(f"[yellow]{summary.sandboxes['none']} submissions were graded without bubblewrap's "
                       "isolation (sandbox: none); their reports say why.[/]")
+    if summary.mean_score is None:
+        console.print("[yellow]No submission was graded: no class mean, histogram or tests most students fail.[/]")
+    else:
+        console.print(f"[bold]Mean {points(summary.mean_score)}/{points(summary.max_score)}[/] over "
+                      f"{_scored(summary)}", soft_wrap=True)
+        _render_statistics(summary, console)
+    for hit in summary.limits:
+        reason = f" ({escape(clean(hit.reason, newlines=False))})" if hit.reason else ""
+        console.print(f"[yellow]not graded or hit a limit:[/] {escape(clean(hit.id, newlines=False))}: "
+                      f"{', '.join(hit.limits)}{reason}")
+    console.print(f"[dim]Reports in {escape(str(out))}/: <id>.json, grades.csv, summary.json[/]")
+
+
+def _scored(summary: ClassSummary) -> str:
+    """Which submissions the class's statistics are over, and which they leave out."""
+    graded, limit = summary.statuses.get("graded", 0), summary.statuses.get("limit", 0)
+    scored = f"the {graded} graded" + (f" and {limit} limit, whose score is their own" if limit else "")
+    apart = summary.submissions - summary.scored
+    return scored + (f" ({apart} refused or grader-error not counted)" if apart else "")
+
+
+def _render_statistics(summary: ClassSummary, console: Console) -> None:
+    """The score histogram, the mean per exercise and the tests most students fail."""
     histogram = Table(title="Scores", title_justify="left", box=None)
     histogram.add_column("percent")
     histogram.add_column("")
@@ -91,7 +117,7 @@ def render_summary(summary: ClassSummary, console: Console, out: Path) -> None:
     means.add_column("Exercise")
     means.add_column("Mean", justify="right")
     for exercise_id, mean in summary.exercises.items():
-        means.add_row(exercise_id, f"{points(mean)}/{points(float(BY_ID[exercise_id].points))}")
+        means.add_row(exercise_id, f"{points(mean or 0.0)}/{points(float(BY_ID[exercise_id].points))}")
     console.print(means)
     if summary.hardest_tests:
         hardest = Table(title="Tests most students fail", title_justify="left")
@@ -100,8 +126,3 @@ def render_summary(summary: ClassSummary, console: Console, out: Path) -> None:
         for test in summary.hardest_tests:
             hardest.add_row(escape(clean(test.name, newlines=False)), f"{test.pass_rate:.0%}")
         console.print(hardest)
-    for hit in summary.limits:
-        reason = f" ({escape(clean(hit.reason, newlines=False))})" if hit.reason else ""
-        console.print(f"[yellow]not graded or hit a limit:[/] {escape(clean(hit.id, newlines=False))}: "
-                      f"{', '.join(hit.limits)}{reason}")
-    console.print(f"[dim]Reports in {escape(str(out))}/: <id>.json, grades.csv, summary.json[/]")
