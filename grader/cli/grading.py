@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from types import ModuleType
 
 from rich.console import Console
@@ -16,7 +17,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from grader.cli.parse import EXIT_FAIL_UNDER, EXIT_OK, die, existing_submission
+from grader.cli.parse import EXIT_FAIL_UNDER, EXIT_GRADER_FAILED, EXIT_OK, die, existing_submission
 from grader.cli.render import render, render_summary
 from grader.grade.reports import GradeReport, to_exercism, to_gradescope, write_json
 from grader.grade.selection import Selection, UsageError, select
@@ -115,8 +116,21 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
 
         results = batch.run(entries, args.out, selection, jobs=args.jobs, timeout_s=args.timeout,
                             device=args.device, force=args.force, on_result=on_result, isolation=isolation)
-    render_summary(batch.summarise(results, selection), console, args.out)
-    return EXIT_OK
+    summary = batch.summarise(results, selection)
+    render_summary(summary, console, args.out)
+    return _batch_exit(summary.statuses["grader-error"], summary.submissions)
+
+
+def _batch_exit(failed: int, submissions: int) -> int:
+    """Exit 3 when the grader failed on any submission (CONTRACT.md section 3), every report written by now.
+
+    A class of zeros must not pass for a finished batch in a script: a rerun grades those submissions again.
+    """
+    if not failed:
+        return EXIT_OK
+    print(f"grader: {failed} of {submissions} submissions ended grader-error (the grader failed, not the "
+          "submission; each report says why): run the same command again to grade them", file=sys.stderr)
+    return EXIT_GRADER_FAILED
 
 
 def release_command(args: argparse.Namespace, console: Console) -> int:

@@ -1,7 +1,7 @@
 """`main` is the `grader` command: parse the command line, dispatch to a command, turn failures into exit codes.
 
 Exit codes: 0 grading completed (whatever the score), 1 --fail-under not met, 2 bad usage or input,
-3 the grader itself failed.
+3 the grader itself failed (in `grader batch`: on any submission, after every report was written).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from rich.console import Console
 
 from grader.cli import grading, learning
-from grader.cli.parse import build_parser
+from grader.cli.parse import EXIT_GRADER_FAILED, build_parser
 from grader.host.limits import WorkerStartError
 from grader.text import clean, tolerant_output
 
@@ -50,12 +50,12 @@ def run() -> None:
         code = 130
     except WorkerStartError as error:  # the sandbox, never the submission: a failure of this machine or the kit
         print(f"grader: the grader itself failed: {clean(str(error), newlines=False)}", file=sys.stderr)
-        code = 3
+        code = EXIT_GRADER_FAILED
     except Exception as error:
         if os.environ.get("GRADER_DEBUG"):
             raise
         print(f"grader: internal error: {clean(f'{type(error).__name__}: {error}', newlines=False)} "
               "(set GRADER_DEBUG=1 for details)",
               file=sys.stderr)
-        code = 3
+        code = EXIT_GRADER_FAILED
     sys.exit(code)

@@ -13,7 +13,7 @@ from grader.grade.reports import HIDDEN_VISIBILITY, VISIBILITIES
 from grader.grade.selection import kit_root
 from grader.text import clean
 
-EXIT_OK, EXIT_FAIL_UNDER, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAIL_UNDER, EXIT_USAGE, EXIT_GRADER_FAILED = 0, 1, 2, 3
 UNISOLATED_HELP = ("grade the hidden tests, or with the solutions installed, even where no isolation stronger than "
                    "`none` is available (refused otherwise)")
 

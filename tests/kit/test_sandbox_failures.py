@@ -124,7 +124,7 @@ def test_batch_retries_a_broken_sandbox_then_reports_a_grader_failure_that_a_rer
     out = tmp_path / "out"
     monkeypatch.setenv("GRADER_BWRAP", str(late_failing_bwrap))
     run = grader_cli.run("batch", str(submissions), "--out", str(out), "--jobs", "1", "--suite", "public")
-    assert run.returncode == 0, run.describe()
+    assert run.returncode == 3, run.describe()
     report = json.loads((out / "alice.json").read_text())
     assert report["status"] == "failed", report["status"]
     assert "sandbox" in " ".join(report["warnings"]) and "2 times" in " ".join(report["warnings"]), report["warnings"]
