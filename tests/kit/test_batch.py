@@ -1,5 +1,6 @@
 """`grader batch`: every submission gets a report, a rerun skips what is done, and a batch killed
-halfway finishes the rest with the same results as an uninterrupted run."""
+halfway finishes the rest with the same results and summary as an uninterrupted run. The class's
+statistics are over the graded submissions, and a batch the grader failed on exits 3."""
 
 from __future__ import annotations
 
@@ -10,14 +11,24 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from grader.host.bubblewrap import bwrap_problem
+
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "NO_COLOR": "1"}
+# Passes the grader's bubblewrap probe and fails every real sandbox (as in test_sandbox_failures): the grader,
+# not the submission, fails.
+LATE_FAILING_BWRAP = """#!/bin/sh
+case "$*" in *"--ro-bind / /host"*) exec "{bwrap}" "$@";; esac
+echo "bwrap: setting up uid map: Permission denied" >&2
+exit 1
+"""
 
 
 @pytest.fixture(scope="module")
@@ -70,13 +81,33 @@ def test_every_submission_gets_a_report_and_a_csv_row(first_run):
     alice = json.loads((out / "alice.json").read_text())
     assert (mallory["device"], mallory["torch"]) == (alice["device"], alice["torch"]), mallory
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["submissions"] == 4 and summary["statuses"] == {"graded": 3, "refused": 1}
+    assert summary["submissions"] == 4, summary
+    assert summary["statuses"] == {"graded": 3, "refused": 1, "limit": 0, "grader-error": 0}, summary["statuses"]
     assert sum(summary["sandboxes"].values()) == 4, summary["sandboxes"]
 
 
-def test_a_rerun_skips_what_is_done(first_run, class_folder):
-    _, out = first_run
+def test_the_class_statistics_are_over_the_graded_submissions_only(first_run):
+    run, out = first_run
+    summary = json.loads((out / "summary.json").read_text())
+    # alice 100, bob 0, carol 10: mallory's refused zip is no 0 of the class's.
+    assert summary["scored"] == 3 and summary["mean_score"] == round(110 / 3, 4), summary
+    assert summary["exercises"]["attention"] == round(20 / 3, 4), summary["exercises"]
+    assert summary["exercises"]["masking"] == round(10 / 3, 4), summary["exercises"]
+    assert [row["count"] for row in summary["histogram"]] == [1, 1, 0, 0, 0, 0, 0, 0, 0, 1], summary["histogram"]
+    names = [test["name"] for test in summary["hardest_tests"]]
+    assert names and not any("not graded" in name for name in names), names
+    assert all(test["failed"] <= 2 for test in summary["hardest_tests"]), summary["hardest_tests"]
+    mallory = json.loads((out / "mallory.json").read_text())
+    assert summary["limits"] == [{"id": "mallory", "limits": ["refused"], "reason": mallory["warnings"][0]}]
+    assert "4 submissions: 3 graded, 1 refused, 0 limit, 0 grader-error" in run.stdout, run.stdout
+    assert "Mean 36.67/100 over the 3 graded (1 refused or grader-error not counted)" in run.stdout, run.stdout
+    assert "mallory: refused" in run.stdout, run.stdout
+
+
+def test_a_rerun_skips_what_is_done_and_sums_up_the_class_as_the_first_run_did(first_run, class_folder):
+    first, out = first_run
     before = scores(out)
+    summary = json.loads((out / "summary.json").read_text())
     started = time.monotonic()
     run = batch(class_folder, out)
     assert run.returncode == 0, run.stderr
@@ -84,6 +115,9 @@ def test_a_rerun_skips_what_is_done(first_run, class_folder):
     statuses = {p.stem: json.loads(p.read_text())["status"] for p in out.glob("*.json") if p.stem != "summary"}
     assert set(statuses.values()) <= {"graded", "refused"}, statuses
     assert scores(out) == before
+    # No field of summary.json is a timing: a rerun's is the first run's, whatever it skipped.
+    assert json.loads((out / "summary.json").read_text()) == summary
+    assert run.stdout == first.stdout
 
 
 def test_a_batch_killed_halfway_finishes_with_the_same_results(first_run, class_folder, tmp_path):
@@ -102,7 +136,42 @@ def test_a_batch_killed_halfway_finishes_with_the_same_results(first_run, class_
     assert run.returncode == 0, run.stderr
     assert scores(out) == scores(reference)
     assert (out / "grades.csv").read_text() == (reference / "grades.csv").read_text()
+    assert json.loads((out / "summary.json").read_text()) == json.loads((reference / "summary.json").read_text())
     assert not list(out.glob(".partial-*"))
+
+
+@pytest.mark.skipif(bwrap_problem() is not None, reason=f"bubblewrap unusable here: {bwrap_problem()}")
+def test_a_batch_the_grader_failed_on_exits_3_after_writing_every_report(tmp_path):
+    folder = tmp_path / "class"
+    for name, source in (("dan", REPO / "solutions"), ("eve", REPO / "exercises")):
+        (folder / name).mkdir(parents=True)
+        shutil.copyfile(source / "attention.py", folder / name / "attention.py")
+    scripts = Path(tempfile.mkdtemp(prefix="kit-bwrap-"))  # bubblewrap runs it as uid 65534: not under tmp_path
+    try:
+        scripts.chmod(0o755)
+        failing = scripts / "bwrap"
+        failing.write_text(LATE_FAILING_BWRAP.format(bwrap=shutil.which("bwrap")))
+        failing.chmod(0o755)
+        out = tmp_path / "grades"
+        command = [sys.executable, "-m", "grader", "batch", str(folder), "--out", str(out), "--suite", "public",
+                   "--jobs", "2"]
+        run = subprocess.run(command, cwd=REPO, env={**ENV, "GRADER_BWRAP": str(failing)}, capture_output=True,
+                             text=True, timeout=600)
+    finally:
+        shutil.rmtree(scripts, ignore_errors=True)
+    assert run.returncode == 3, (run.stdout, run.stderr)
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "2 of 2 submissions ended grader-error" in lines[0] and "again" in lines[0], lines
+    assert "Traceback" not in run.stderr
+    for name in ("dan", "eve"):
+        report = json.loads((out / f"{name}.json").read_text())
+        assert report["status"] == "failed" and "sandbox" in report["warnings"][0], report["warnings"]
+    rows = {row["id"]: row["status"] for row in csv.DictReader((out / "grades.csv").open())}
+    assert rows == {"dan": "grader-error", "eve": "grader-error"}, rows
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["statuses"] == {"graded": 0, "refused": 0, "limit": 0, "grader-error": 2}, summary["statuses"]
+    assert summary["scored"] == 0 and summary["mean_score"] is None and summary["hardest_tests"] == [], summary
+    assert "No submission was graded" in run.stdout and "Mean" not in run.stdout, run.stdout
 
 
 def test_a_missing_folder_is_a_one_line_usage_error(tmp_path):
@@ -127,6 +196,11 @@ def test_a_submission_over_its_time_budget_is_stopped_and_the_next_one_is_graded
     assert time.monotonic() - started < 120
     summary = json.loads((out / "summary.json").read_text())
     assert {"id": "looper", "limits": ["timeout"], "reason": looper["warnings"][0]} in summary["limits"]
+    # The looper's 0 is its own: it counts in the class's mean, but its tests never ran.
+    assert summary["statuses"] == {"graded": 1, "refused": 0, "limit": 1, "grader-error": 0}, summary["statuses"]
+    assert summary["scored"] == 2 and summary["mean_score"] == 50, summary
+    assert summary["hardest_tests"] == [], summary["hardest_tests"]
+    assert "Mean 50/100 over the 1 graded and 1 limit" in run.stdout, run.stdout
 
 
 def test_relative_paths_are_read_from_the_folder_the_instructor_is_in(tmp_path):
