@@ -1,6 +1,6 @@
 """The release builds: the student distribution keeps the secrets out and still grades; the
 autograder bundle grades the reference with every suite; the deployment recipes they carry are
-valid (bash -n, actionlint) and Gradescope's run_autograder grades, or fails loudly, when run.
+valid (bash -n, actionlint). test_recipes.py runs them as written.
 
 Each grader here runs with the release folder as its working directory, so `python -m grader`
 imports the release's own copy of the grader, which finds its tests next to itself: this grades
@@ -211,68 +211,3 @@ def test_actionlint_fails_a_broken_copy_of_the_workflow(
     broken.write_text(text.replace("    timeout-minutes:", "    time-limit-minutes: 20\n    timeout-minutes:", 1))
     findings = actionlint(broken)
     assert any("time-limit-minutes" in finding for finding in findings), findings
-
-
-def run_autograder(tmp_path: Path, submission: Path | None, **env: str) -> tuple[int, dict[str, Any], str]:
-    """Lays out /autograder under `tmp_path` as Gradescope does (the bundle in source/, `submission`'s
-    files in submission/) and runs the bundle's run_autograder there; returns its exit code, the
-    results.json it left and what it printed on stderr."""
-    root = tmp_path / "autograder"
-    build(root / "source", autograder=True)
-    if submission is not None:
-        (root / "submission").mkdir()
-        for file in [*submission.glob("*.py"), *submission.glob("*.ipynb")]:
-            shutil.copyfile(file, root / "submission" / file.name)
-    environment = {k: v for k, v in os.environ.items() if k not in ("GRADER_SANDBOX", "GRADER_EXTRA_ARGS")}
-    # Its `python3` must be the one that has torch: this test's.
-    path = f"{Path(sys.executable).parent}{os.pathsep}{environment.get('PATH', '')}"
-    environment.update(AUTOGRADER_ROOT=str(root), PATH=path, **env)
-    done = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=environment,
-                          capture_output=True, text=True, timeout=300)
-    results = root / "results" / "results.json"
-    assert results.is_file(), f"run_autograder (exit {done.returncode}) wrote no results.json:\n{done.stderr[-2000:]}"
-    assert results.parent.stat().st_mode & 0o777 == 0o755
-    return done.returncode, json.loads(results.read_text()), done.stderr
-
-
-def sandbox_of(tmp_path: Path) -> str | None:
-    report = tmp_path / "autograder" / "results" / "report.json"
-    return json.loads(report.read_text()).get("sandbox") if report.is_file() else None
-
-
-def test_run_autograder_grades_the_reference_in_full_or_refuses_loudly(tmp_path: Path):
-    status, results, stderr = run_autograder(tmp_path, REPO / "solutions")
-    sandbox = sandbox_of(tmp_path)
-    if sandbox not in (None, "none"):
-        assert status == 0, f"exit {status}:\n{stderr[-2000:]}"
-        assert results["score"] == 100, results["output"]
-        assert f"sandbox: {sandbox}" in results["output"], results["output"]
-    else:  # this machine cannot isolate: the grader refused, or graded unisolated and run_autograder refused
-        assert status == 1 and results["score"] == 0 and results["tests"] == [], results
-        expected = "NOT GRADED: grader: " if sandbox is None else "REFUSED: graded without isolation (sandbox: none)"
-        assert results["output"].startswith(expected), results["output"]
-
-
-def test_run_autograder_fails_loudly_when_the_grader_writes_nothing(tmp_path: Path):
-    status, results, stderr = run_autograder(tmp_path, None)  # Gradescope never left a submission
-    assert status == 1 and results["score"] == 0 and results["visibility"] == "visible", results
-    assert results["output"].startswith("NOT GRADED: grader: error: submission"), results["output"]
-    assert "NOT GRADED" in stderr
-
-
-def test_run_autograder_refuses_to_grade_without_isolation(tmp_path: Path):
-    status, results, _ = run_autograder(tmp_path, REPO / "solutions", GRADER_SANDBOX="none",
-                                        GRADER_EXTRA_ARGS="--quick attention")
-    assert status == 1 and results["score"] == 0 and results["tests"] == [], results
-    # The grader refuses by itself (NOT GRADED, with its reason) or grades unisolated and run_autograder refuses.
-    assert results["output"].startswith(("REFUSED", "NOT GRADED")), results["output"]
-    assert sandbox_of(tmp_path) in (None, "none")
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="Gradescope runs run_autograder as root; the user tier needs root")
-def test_run_autograder_grades_in_the_user_tier_where_bubblewrap_fails(tmp_path: Path):
-    status, results, stderr = run_autograder(tmp_path, REPO / "solutions", GRADER_BWRAP="/bin/false",
-                                             GRADER_EXTRA_ARGS="--quick")
-    assert sandbox_of(tmp_path) == "user", results["output"]
-    assert status == 0, f"exit {status}:\n{stderr[-2000:]}"
-    assert "WARNING" in results["output"] and results["score"] > 0, results

@@ -1,0 +1,289 @@
+"""The deployment recipes, run as written: Gradescope's `setup.sh` then `run_autograder`, and the GitHub
+Actions workflow's steps in order, never a copy of their commands.
+
+Each rehearsal deploys the way the real one happens: as root for Gradescope (the bundle made
+root's alone by `setup.sh`, Python in a venv under /tmp), as an unprivileged runner for Actions, with
+a `bwrap` first on PATH that fails the way Docker's (Gradescope) or AppArmor's (ubuntu-24.04) does.
+What cannot happen here is stood in for, and only that: `GRADER_SETUP_SKIP_SYSTEM=1` skips
+`setup.sh`'s apt-get and torch download (this machine has both), and a `sudo` on PATH takes the
+workflow's two system commands (apt-get, which has nothing to install; sysctl, which would change the
+machine) and lifts the stand-in AppArmor rule instead.
+
+Slow by nature (a venv and `pip install -e` per deployment, each a minute or less): each deployment is
+made once per module and graded at every tier it must hold at.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import site
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+NOBODY = 65534
+AS_NOBODY = ("setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--")
+DOCKER_BWRAP = "#!/bin/sh\necho 'bwrap: Creating new namespace failed: Operation not permitted' >&2\nexit 1\n"
+# Ubuntu 24.04's AppArmor refuses an unprivileged user namespace until its sysctl is turned off.
+APPARMOR_BWRAP = """#!/bin/sh
+[ -e "{lifted}" ] && exec {bwrap} "$@"
+echo 'bwrap: setting up uid map: Permission denied' >&2
+exit 1
+"""
+RUNNER_SUDO = """#!/bin/sh
+echo "sudo $*" >> "{log}"
+case "$1" in
+    apt-get) exit 0 ;;  # bubblewrap is installed on this machine already
+    sysctl) [ "$*" = "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0" ] || exit 1
+            [ "{lifts}" = yes ] && touch "{lifted}"; exit 0 ;;
+    *) echo "sudo: $* is not rehearsed" >&2; exit 1 ;;
+esac
+"""
+UNSET = ("GRADER_SANDBOX", "GRADER_BWRAP", "GRADER_EXTRA_ARGS", "GRADER_STAGE_DIR", "PYTHONPATH", "VIRTUAL_ENV")
+
+pytestmark = pytest.mark.skipif(not shutil.which("bwrap") or not shutil.which("setpriv"),
+                                reason="the rehearsals need bubblewrap and setpriv (util-linux)")
+
+
+def plain_environment(**more: str) -> dict[str, str]:
+    environment = {k: v for k, v in os.environ.items() if k not in UNSET}
+    return {**environment, "OMP_NUM_THREADS": "1", "NO_COLOR": "1", **more}
+
+
+def make_python(where: Path, *, prefix: tuple[str, ...] = ()) -> Path:
+    """A venv at `where` that sees this Python's packages, as the image's Python or the runner's `setup-python`
+    would be; returns its bin/ folder. Without a pip of its own: this Python's pip and setuptools serve it, so
+    that torch and what torch needs are found installed, and PyTorch's index (which this machine cannot
+    reach) is never asked."""
+    subprocess.run([*prefix, sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(where)],
+                   check=True, timeout=120)
+    # A test run from inside a venv: --system-site-packages would reach only the base Python's packages.
+    pth = next(where.glob("lib/python3*/site-packages")) / "kit-test-packages.pth"
+    pth.write_text("".join(f"{p}\n" for p in site.getsitepackages()))
+    return where / "bin"
+
+
+def program(folder: Path, name: str, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o755)
+    path = folder / name
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+@dataclass
+class Gradescope:
+    root: Path  # AUTOGRADER_ROOT
+    python: Path  # the image's Python, first on PATH
+    docker_bwrap: Path  # a folder holding a bwrap that fails as Docker's does
+    setup_output: str
+
+    def run(self, submission: Path | None, *, bwrap_refused: bool, **env: str) -> tuple[int, dict[str, Any], str]:
+        """Gradescope's turn for one submission: its files in submission/, then `run_autograder` as root.
+        Returns its exit code, the results.json it left and what it printed on stderr."""
+        shutil.rmtree(self.root / "submission", ignore_errors=True)
+        shutil.rmtree(self.root / "results", ignore_errors=True)
+        if submission is not None:
+            (self.root / "submission").mkdir()
+            for file in [*submission.glob("*.py"), *submission.glob("*.ipynb")]:
+                shutil.copyfile(file, self.root / "submission" / file.name)
+        path = [*([str(self.docker_bwrap)] if bwrap_refused else []), str(self.python), os.environ["PATH"]]
+        done = subprocess.run(["bash", str(self.root / "source" / "run_autograder")], capture_output=True, text=True,
+                              timeout=300, env=plain_environment(AUTOGRADER_ROOT=str(self.root),
+                                                                 PATH=os.pathsep.join(path), **env))
+        results = self.root / "results" / "results.json"
+        said = done.stderr[-2000:]
+        assert results.is_file(), f"run_autograder (exit {done.returncode}) wrote no results.json:\n{said}"
+        assert results.parent.stat().st_mode & 0o777 == 0o755
+        return done.returncode, json.loads(results.read_text()), done.stderr
+
+    def sandbox(self) -> str | None:
+        report = self.root / "results" / "report.json"
+        return json.loads(report.read_text()).get("sandbox") if report.is_file() else None
+
+
+@pytest.fixture(scope="module")
+def gradescope() -> Iterator[Gradescope]:
+    """The bundle as Gradescope builds its image: `grader release --autograder`, unpacked in source/, then the
+    bundle's own setup.sh as root, with a venv under /tmp as the image's `python3`."""
+    if os.geteuid() != 0:
+        pytest.skip("Gradescope runs setup.sh and run_autograder as root")
+    base = Path(tempfile.mkdtemp(prefix="kit-gradescope-"))  # not under pytest's folder: setup.sh opens its way
+    try:
+        release = subprocess.run([sys.executable, "-m", "grader", "release", "--out", str(base / "build"),
+                                  "--autograder"], cwd=REPO, capture_output=True, text=True, timeout=120,
+                                 env=plain_environment(PYTHONPATH=str(REPO)))
+        assert release.returncode == 0, release.stderr
+        root = base / "autograder"
+        root.mkdir()
+        shutil.copytree(base / "build", root / "source", symlinks=True)  # what Gradescope unzips
+        python = make_python(base / "python")
+        setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], capture_output=True, text=True,
+                               timeout=600, env=plain_environment(
+                                   AUTOGRADER_ROOT=str(root), GRADER_SETUP_SKIP_SYSTEM="1",
+                                   PATH=f"{python}{os.pathsep}{os.environ['PATH']}"))
+        said = f"{setup.stdout[-3000:]}\n{setup.stderr[-3000:]}"
+        assert setup.returncode == 0, f"setup.sh exit {setup.returncode}:\n{said}"
+        yield Gradescope(root, python, program(base / "docker", "bwrap", DOCKER_BWRAP).parent,
+                         setup.stdout + setup.stderr)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_setup_sh_locks_the_bundle_and_grades_the_reference_once(gradescope: Gradescope):
+    source = gradescope.root / "source"
+    for look in (["ls", str(source)], ["cat", str(source / "solutions" / "attention.py")],
+                 ["cat", str(source / "tests" / "hidden" / "test_attention.py")]):
+        seen = subprocess.run([*AS_NOBODY, *look], capture_output=True, text=True, timeout=30)
+        assert seen.returncode != 0, f"uid {NOBODY} can run `{' '.join(look)}` after setup.sh:\n{seen.stdout[:500]}"
+    assert "10/10" in gradescope.setup_output and "sandbox:" in gradescope.setup_output, gradescope.setup_output[-2000:]
+
+
+@pytest.mark.parametrize("tier", ["bubblewrap", "user"])
+def test_run_autograder_grades_the_reference_in_full_and_the_stubs_at_zero(gradescope: Gradescope, tier: str):
+    refused = tier == "user"  # a root grader whose bwrap cannot create namespaces, as in Docker
+    status, results, stderr = gradescope.run(REPO / "solutions", bwrap_refused=refused)
+    assert gradescope.sandbox() == tier, f"{results['output']}\n{stderr[-2000:]}"
+    assert status == 0 and results["score"] == 100, f"exit {status}: {results['output']}\n{stderr[-2000:]}"
+    assert f"sandbox: {tier}" in results["output"], results["output"]
+    assert ("WARNING" in results["output"]) == refused, results["output"]
+
+    status, results, stderr = gradescope.run(REPO / "exercises", bwrap_refused=refused)
+    assert gradescope.sandbox() == tier and status == 0, f"exit {status}: {results['output']}\n{stderr[-2000:]}"
+    assert results["score"] == 0 and results["tests"], results["output"]
+
+
+def test_run_autograder_fails_loudly_when_the_grader_writes_nothing(gradescope: Gradescope):
+    status, results, stderr = gradescope.run(None, bwrap_refused=False)  # Gradescope never left a submission
+    assert status == 1 and results["score"] == 0 and results["visibility"] == "visible", results
+    assert results["output"].startswith("NOT GRADED: grader: error: submission"), results["output"]
+    assert "NOT GRADED" in stderr
+
+
+def test_run_autograder_refuses_to_grade_without_isolation(gradescope: Gradescope):
+    status, results, _ = gradescope.run(REPO / "solutions", bwrap_refused=True, GRADER_SANDBOX="none",
+                                        GRADER_EXTRA_ARGS="--quick attention")
+    assert status == 1 and results["score"] == 0 and results["tests"] == [], results
+    # The grader refuses by itself (NOT GRADED, with its reason) or grades unisolated and run_autograder refuses.
+    assert results["output"].startswith(("REFUSED", "NOT GRADED")), results["output"]
+    assert gradescope.sandbox() in (None, "none")
+
+
+# The GitHub Actions workflow that `grader release` writes, its steps run in order in a clone of a student
+# release, by an unprivileged runner whose bubblewrap AppArmor refuses until the workflow's sysctl step.
+
+
+@dataclass
+class Job:
+    succeeded: bool
+    steps: list[tuple[str, str]]  # (step name, "success" | "failure" | "skipped")
+    log: str
+    report: dict[str, Any] | None
+    sudo: list[str]
+
+
+def run_workflow(workflow: Path, repository: Path, base: Path, *, sysctl_lifts: bool) -> Job:
+    """Run the job of `workflow` as Actions would on ubuntu-24.04, in a clone of `repository` made under `base`."""
+    definition = yaml.safe_load(workflow.read_text())
+    (name, job), = definition["jobs"].items()
+    home, workspace, runner_python = base / "home", base / "workspace", base / "python"
+    for folder in (home, workspace, runner_python):  # the runner's own: it runs as an unprivileged user
+        folder.mkdir()
+        os.chown(folder, NOBODY, NOBODY)
+    lifted, sudo_log, tools = home / "apparmor-lifted", home / "sudo.log", base / "tools"  # `sudo` runs as the runner
+    program(tools, "bwrap", APPARMOR_BWRAP.format(lifted=lifted, bwrap=shutil.which("bwrap")))
+    program(tools, "sudo", RUNNER_SUDO.format(log=sudo_log, lifted=lifted, lifts="yes" if sysctl_lifts else "no"))
+    python: Path | None = None
+    declared = {**definition.get("env", {}), **job.get("env", {})}
+    environment = plain_environment(HOME=str(home), CI="true", GITHUB_ACTIONS="true", TMPDIR="/tmp",
+                                    **{k: str(v) for k, v in declared.items()})
+    outcomes: list[tuple[str, str]] = []
+    log: list[str] = []
+    failed = False
+    for number, step in enumerate(job["steps"]):
+        label = step.get("name") or step.get("uses") or f"step {number}"
+        if failed and "always()" not in str(step.get("if", "")):
+            outcomes.append((label, "skipped"))
+            continue
+        path = os.pathsep.join([str(tools), *([str(python)] if python else []), "/usr/local/bin:/usr/bin:/bin"])
+        env = {**environment, "PATH": path}
+        action = step.get("uses", "").split("@")[0]
+        if action == "actions/checkout":
+            done = subprocess.run([*AS_NOBODY, "git", "clone", "--quiet", str(repository), str(workspace)], env=env,
+                                  cwd=base, capture_output=True, text=True, timeout=120)
+        elif action == "actions/setup-python":
+            python = make_python(runner_python, prefix=AS_NOBODY)
+            done = subprocess.CompletedProcess([], 0, "", "")
+        elif action == "actions/upload-artifact":
+            kept = workspace / step["with"]["path"]
+            done = subprocess.CompletedProcess([], 0, f"kept {kept}" if kept.is_file() else "no file to keep", "")
+        elif "run" in step:
+            script = base / f"step-{number}.sh"
+            script.write_text(step["run"])
+            script.chmod(0o644)
+            done = subprocess.run([*AS_NOBODY, "bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+                                  env=env, cwd=workspace, capture_output=True, text=True, timeout=600)
+        else:
+            raise AssertionError(f"the rehearsal does not know the action {step['uses']!r}: teach it, do not skip it")
+        log.append(f"## {label} (exit {done.returncode})\n{done.stdout}{done.stderr}")
+        outcomes.append((label, "success" if done.returncode == 0 else "failure"))
+        failed |= done.returncode != 0
+    report_path = workspace / "grader-report.json"
+    return Job(not failed, outcomes, "\n".join(log),
+               json.loads(report_path.read_text()) if report_path.is_file() else None,
+               sudo_log.read_text().splitlines() if sudo_log.is_file() else [])
+
+
+@pytest.fixture(scope="module")
+def student_repository() -> Iterator[Path]:
+    """A student release as a git repository, which the workflow's checkout clones."""
+    base = Path(tempfile.mkdtemp(prefix="kit-actions-"))
+    base.chmod(0o755)
+    try:
+        repository = base / "student"
+        release = subprocess.run([sys.executable, "-m", "grader", "release", "--out", str(repository)], cwd=REPO,
+                                 capture_output=True, text=True, timeout=120,
+                                 env=plain_environment(PYTHONPATH=str(REPO)))
+        assert release.returncode == 0, release.stderr
+        git = ("git", "-c", "user.name=kit", "-c", "user.email=kit@example.invalid", "-C", str(repository))
+        for command in (("init", "--quiet"), ("add", "-A"), ("commit", "--quiet", "-m", "release")):
+            subprocess.run([*git, *command], check=True, capture_output=True, timeout=60)
+        subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(repository)], check=True)  # git's safe.directory
+        yield repository
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("sysctl_lifts", [True, False], ids=["apparmor-lifted", "apparmor-stays"])
+def test_the_release_workflow_runs_as_written_on_an_ubuntu_runner(student_repository: Path, sysctl_lifts: bool):
+    base = Path(tempfile.mkdtemp(prefix="kit-runner-"))
+    base.chmod(0o755)
+    try:
+        job = run_workflow(student_repository / ".github" / "workflows" / "grade.yml", student_repository, base,
+                           sysctl_lifts=sysctl_lifts)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0" in job.sudo, job.sudo
+    assert job.report is not None, f"the job wrote no report: {job.steps}\n{job.log[-3000:]}"
+    assert job.report["suite"] == "public" and job.report["score"] == 0, job.report["score"]  # the stubs
+    if sysctl_lifts:
+        assert job.succeeded, f"{job.steps}\n{job.log[-3000:]}"
+        assert job.report["sandbox"] == "bubblewrap", job.log[-3000:]
+        assert "graded in the bubblewrap sandbox" in job.log
+    else:  # bubblewrap stays refused: the grade step passes, the isolation check fails the job, loudly
+        assert not job.succeeded and job.report["sandbox"] == "none", f"{job.steps}\n{job.log[-3000:]}"
+        failed = [label for label, outcome in job.steps if outcome == "failure"]
+        assert failed == ["Fail unless the grading was isolated"], job.steps
+        assert "::error::graded without isolation (sandbox: none)" in job.log
+    assert job.steps[-1] == ("Keep the report", "success"), job.steps  # `if: always()`: the report is kept
