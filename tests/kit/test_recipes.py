@@ -164,6 +164,22 @@ def test_run_autograder_grades_the_reference_in_full_and_the_stubs_at_zero(grade
     assert results["score"] == 0 and results["tests"], results["output"]
 
 
+@pytest.mark.parametrize("tier", ["bubblewrap", "user", "none"])
+def test_a_kit_folder_locked_by_chmod_go_rwx_grades_at_every_tier(gradescope: Gradescope, tier: str, tmp_path: Path):
+    """What the sandbox runs is staged with modes of its own: the bundle setup.sh made root's alone, under a
+    umask of 077, still grades in full at every tier (each runs the submission as uid 65534 here)."""
+    env = plain_environment(PATH=os.pathsep.join([*([str(gradescope.docker_bwrap)] if tier != "bubblewrap" else []),
+                                                   str(gradescope.python), os.environ["PATH"]]),
+                            **({"GRADER_SANDBOX": "none"} if tier == "none" else {}))
+    report = tmp_path / "report.json"
+    done = subprocess.run(["bash", "-c", 'umask 077 && exec python3 -m grader check attention --submission "$1" '
+                           '--json "$2"', "bash", str(REPO / "solutions"), str(report)],
+                          cwd=gradescope.root / "source", env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"exit {done.returncode}:\n{done.stderr[-2000:]}"
+    graded = json.loads(report.read_text())
+    assert (graded["sandbox"], graded["score"]) == (tier, 10), (graded["sandbox"], graded["score"], done.stderr[-2000:])
+
+
 def test_run_autograder_fails_loudly_when_the_grader_writes_nothing(gradescope: Gradescope):
     status, results, stderr = gradescope.run(None, bwrap_refused=False)  # Gradescope never left a submission
     assert status == 1 and results["score"] == 0 and results["visibility"] == "visible", results
