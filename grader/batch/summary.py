@@ -24,10 +24,10 @@ LIMIT_SIGNS = {"timed out after": "timeout", "crashed with": "crash", "the worke
 # A result's status as grades.csv and summary.json name it (CONTRACT.md section 4), so that a 0 is never silent.
 CSV_STATUS = {Status.GRADED: "graded", Status.REFUSED: "refused", Status.TIMEOUT: "limit",
               Status.FAILED: "grader-error"}
-# The statuses the class's mean, mean per exercise and histogram count. A `limit` one went over the batch's
-# --timeout on its own input: its 0 is the student's own and counts, as grades.csv gives it. A refused one
-# had nothing to grade, and a grader-error one is the kit's failure: their 0s are no score.
-SCORED = (Status.GRADED, Status.TIMEOUT)
+# The statuses the class's mean, mean per exercise and histogram count: the graded only. A refused one had
+# nothing to grade, a grader-error one is the kit's failure, and a `limit` one went over the batch's --timeout
+# before its tests ran: their 0s say nothing of what the class can do. grades.csv still gives each its 0.
+SCORED = (Status.GRADED,)
 # How summary.json's `limits` names a submission that was not simply graded.
 LIMIT_KIND = {Status.REFUSED: "refused", Status.TIMEOUT: "timeout", Status.FAILED: "grader-error"}
 

@@ -96,10 +96,8 @@ def render_summary(summary: ClassSummary, console: Console, out: Path) -> None:
 
 def _scored(summary: ClassSummary) -> str:
     """Which submissions the class's statistics are over, and which they leave out."""
-    graded, limit = summary.statuses.get("graded", 0), summary.statuses.get("limit", 0)
-    scored = f"the {graded} graded" + (f" and {limit} limit, whose score is their own" if limit else "")
     apart = summary.submissions - summary.scored
-    return scored + (f" ({apart} refused or grader-error not counted)" if apart else "")
+    return f"the {summary.scored} graded" + (f" ({apart} refused, limit or grader-error not counted)" if apart else "")
 
 
 def _render_statistics(summary: ClassSummary, console: Console) -> None:

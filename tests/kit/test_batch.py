@@ -100,7 +100,7 @@ def test_the_class_statistics_are_over_the_graded_submissions_only(first_run):
     mallory = json.loads((out / "mallory.json").read_text())
     assert summary["limits"] == [{"id": "mallory", "limits": ["refused"], "reason": mallory["warnings"][0]}]
     assert "4 submissions: 3 graded, 1 refused, 0 limit, 0 grader-error" in run.stdout, run.stdout
-    assert "Mean 36.67/100 over the 3 graded (1 refused or grader-error not counted)" in run.stdout, run.stdout
+    assert "Mean 36.67/100 over the 3 graded (1 refused, limit or grader-error not counted)" in run.stdout, run.stdout
     assert "mallory: refused" in run.stdout, run.stdout
 
 
@@ -196,11 +196,11 @@ def test_a_submission_over_its_time_budget_is_stopped_and_the_next_one_is_graded
     assert time.monotonic() - started < 120
     summary = json.loads((out / "summary.json").read_text())
     assert {"id": "looper", "limits": ["timeout"], "reason": looper["warnings"][0]} in summary["limits"]
-    # The looper's 0 is its own: it counts in the class's mean, but its tests never ran.
+    # The looper went over the budget: counted beside the class, never a 0 in its mean.
     assert summary["statuses"] == {"graded": 1, "refused": 0, "limit": 1, "grader-error": 0}, summary["statuses"]
-    assert summary["scored"] == 2 and summary["mean_score"] == 50, summary
+    assert summary["scored"] == 1 and summary["mean_score"] == 100, summary
     assert summary["hardest_tests"] == [], summary["hardest_tests"]
-    assert "Mean 50/100 over the 1 graded and 1 limit" in run.stdout, run.stdout
+    assert "Mean 100/100 over the 1 graded (1 refused, limit or grader-error not counted)" in run.stdout, run.stdout
 
 
 def test_relative_paths_are_read_from_the_folder_the_instructor_is_in(tmp_path):
