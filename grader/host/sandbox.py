@@ -38,7 +38,15 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from grader.host import scratch
-from grader.host.bubblewrap import bwrap_command, needs_gpu, python_paths, stage_parent, worker_environment
+from grader.host.bubblewrap import (
+    SCRATCH_FOLDERS,
+    bwrap_command,
+    needs_gpu,
+    python_in_scratch,
+    python_paths,
+    stage_parent,
+    worker_environment,
+)
 from grader.host.limits import Limits, SandboxUnsafe, WorkerStartError
 from grader.host.tiers import fence, mark_unsafe
 from grader.host.trees import adopt, become_subreaper, children_of, kill_tree, running
@@ -226,8 +234,8 @@ class Sandbox:
         if not kill_tree(self.process.pid, spare=spare):
             raise WorkerStartError("processes of the previous submission could not be killed")
         _check_not_stopped(zygote)
-        for folder in self._scratch_folders(zygote):
-            scratch.empty(folder)
+        for folder, keep in self._scratch_folders(zygote).items():
+            scratch.empty(folder, keep)
         if self.tier == "user":
             scratch.remove_sandbox_files()
         self._busy = False
@@ -250,12 +258,13 @@ class Sandbox:
             raise WorkerStartError("the sandbox's zygote is gone")
         return self._zygote
 
-    def _scratch_folders(self, zygote: psutil.Process) -> list[Path]:
+    def _scratch_folders(self, zygote: psutil.Process) -> dict[Path, tuple[str, ...]]:
+        """Each scratch folder, with the names in it that Python's installation is bound on (kept when emptied)."""
         if not self.isolated:
-            return [self._scratch]
+            return {self._scratch: ()}
         # The sandbox's own tmpfs mounts, reached through its mount namespace.
         root = Path(f"/proc/{zygote.pid}/root")
-        return [root / "tmp", root / "dev" / "shm"]
+        return {root / folder.lstrip("/"): python_in_scratch(folder) for folder in SCRATCH_FOLDERS}
 
     def problem(self) -> str:
         """The last lines the zygote printed, or its exit status: why it is not serving."""

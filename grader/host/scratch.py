@@ -24,12 +24,17 @@ def files_in(folder: Path) -> int:
 
 def remove_sandbox_files() -> None:
     """Remove what the sandbox's uid left in the shared writable folders (where no Landlock kept it out),
-    so that the next submission graded as the same uid finds nothing of the last one."""
+    so that the next submission graded as the same uid finds nothing of the last one; never a folder that
+    holds Python's installation (a venv in /tmp), whoever owns it."""
+    from grader.host.bubblewrap import python_folders
+
+    python = python_folders()
     for shared in dict.fromkeys(("/tmp", "/var/tmp", "/dev/shm", tempfile.gettempdir())):
         with contextlib.suppress(OSError), os.scandir(shared) as entries:
             for entry in entries:
                 with contextlib.suppress(OSError):
-                    if entry.stat(follow_symlinks=False).st_uid != SANDBOX_UID:
+                    if entry.stat(follow_symlinks=False).st_uid != SANDBOX_UID \
+                            or any(p == entry.path or p.startswith(entry.path + os.sep) for p in python):
                         continue
                     if entry.is_dir(follow_symlinks=False):
                         shutil.rmtree(entry.path, ignore_errors=True)  # as root: no permission stops it
@@ -66,20 +71,31 @@ def remove_stale_stages(folder: Path | None = None) -> None:
                 remove(entry)
 
 
-def empty(folder: Path) -> None:
-    """Remove everything in `folder` (modes a submission set included); WorkerStartError if anything is left."""
+def empty(folder: Path, keep: tuple[str, ...] = ()) -> None:
+    """Remove everything in `folder` (modes a submission set included) but the mount points named in `keep`;
+    WorkerStartError if anything else is left, or a kept one is gone or no longer a mount point.
+
+    `keep` names where Python's installation is bound into the sandbox's /tmp (a venv there): a read-only
+    mount that the sandbox can neither move nor remove, and that no clean-up may walk into.
+    """
     try:
+        device = os.stat(folder).st_dev
+        kept = set()
         for entry in os.scandir(folder):
-            if entry.is_dir(follow_symlinks=False):
+            if entry.name in keep and entry.stat(follow_symlinks=False).st_dev != device:
+                kept.add(entry.name)
+            elif entry.is_dir(follow_symlinks=False):
                 remove(Path(entry.path))
             else:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(entry.path)
-        left = os.listdir(folder)
+        left = set(os.listdir(folder)) - kept
     except (OSError, RecursionError) as error:  # a tree deeper than rmtree's recursion: the sandbox goes
         raise WorkerStartError(f"the sandbox's scratch folder {folder.name} could not be emptied: {error}") from None
     if left:
         raise WorkerStartError(f"the sandbox's scratch folder {folder.name} could not be emptied ({len(left)} left)")
+    if kept != set(keep):
+        raise WorkerStartError(f"the sandbox's scratch folder {folder.name} lost the mount of Python's installation")
 
 
 def remove(path: Path) -> None:
