@@ -141,11 +141,13 @@ def bwrap_command(stage: Path | None, device: str, limits: Limits, *, more: tupl
         command += ["--size", str(_SKELETON_BYTES), "--tmpfs", top]
     for real, path in late:
         command += _bind(real, path)
-    # An installed copy of the kit inside site-packages must stay out of sight too.
+    # An installed copy of the kit inside site-packages must stay out of sight too; read-only, or
+    # its tmpfs would be scratch space beyond the cap that no clean-up empties.
     for site_dir in python_paths():
         for name in ("solutions", "tests", "grader", "exercises"):
             if os.path.isdir(os.path.join(site_dir, name)):
-                command += ["--tmpfs", os.path.realpath(os.path.join(site_dir, name))]
+                hidden = os.path.realpath(os.path.join(site_dir, name))
+                command += ["--size", str(_SKELETON_BYTES), "--tmpfs", hidden, "--remount-ro", hidden]
     for top in tops:
         command += ["--remount-ro", top]
     if stage is not None:
