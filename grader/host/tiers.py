@@ -70,7 +70,8 @@ def requested() -> str:
 
 @functools.cache
 def choose() -> Choice:
-    """The strongest tier that works here, or that GRADER_SANDBOX leaves (a misspelt one is a usage error)."""
+    """The strongest tier that works here, or that GRADER_SANDBOX leaves (a misspelt one is a usage error);
+    Unreachable, whatever the tier, where uid 65534 would run the submissions and cannot reach Python."""
     from grader.host.bubblewrap import bwrap_problem
 
     wanted = requested()
