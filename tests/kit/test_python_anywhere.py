@@ -175,13 +175,14 @@ def test_the_clean_up_between_submissions_keeps_a_venv_in_tmp_and_nothing_else(i
 
 @pytest.mark.parametrize("command", [
     ("check", "attention"), ("check", "attention", "--suite", "public"), ("batch", "CLASS", "--out", "OUT"),
-], ids=["check", "check-public", "batch"])
+    ("watch", "attention", "--max-runs", "1"),
+], ids=["check", "check-public", "batch", "watch"])
 def test_a_python_uid_65534_cannot_reach_is_refused_with_the_chmod_that_fixes_it(locked, tmp_path, command):
     python, closed = locked
     (tmp_path / "class" / "alice").mkdir(parents=True)
     shutil.copyfile(REPO / "solutions" / "attention.py", tmp_path / "class" / "alice" / "attention.py")
     args = [{"CLASS": str(tmp_path / "class"), "OUT": str(tmp_path / "out")}.get(a, a) for a in command]
-    if args[0] == "check":
+    if args[0] in ("check", "watch"):
         args += ["--submission", str(REPO / "solutions")]
     run = _grader(python, *args, cwd=tmp_path)
     assert run.returncode == 2, (run.returncode, run.stderr[-2000:])
