@@ -1,20 +1,23 @@
 """Fixtures for the kit's own tests: run the grader's command line and read its JSON report.
 
 These tests know only the public contract (CONTRACT.md sections 3 and 4): the `grader check`
-command, its exit codes and the report it writes. They never import the grader.
+command, its exit codes and the report it writes. The one exception is `warm_grader`, which grades many
+submissions through the warm slots `grader batch` and `grader watch` run, for tests that only read reports.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -210,3 +213,86 @@ def failing_bwrap() -> Iterator[Path]:
 def as_nobody() -> tuple[str, ...]:
     """The prefix that runs a command as uid/gid 65534 with no groups (`GraderCLI.run(prefix=...)`)."""
     return ("setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--")
+
+
+WARM_SLOTS = 2  # one per core of the development machine and CI
+WARM_BUDGET_S = 300.0  # `grader check --timeout`'s default
+
+
+class WarmGrader:
+    """Grades many submissions side by side in warm `grader batch` slots, each as `grader check EXERCISE ...
+    --submission FOLDER` grades it: the same child process, sandbox, suites and report, without paying for torch's
+    import and a sandbox's start-up every time (test_student_loop holds warm checks to what cold ones show).
+
+    For tests that only read a submission's report; the command line itself is tested where it is the point.
+    """
+
+    def __init__(self, workdir: Path, slots: int = WARM_SLOTS) -> None:
+        from grader.batch.schedule import Slot
+
+        self._workdir = workdir
+        self._stage = Path(tempfile.mkdtemp(prefix="kit-warm-"))
+        self._stage.chmod(0o711)  # crossed, never listed, by bubblewrap running as uid 65534
+        self._slots = [Slot("auto", self._stage) for _ in range(slots)]
+        self._count = 0
+
+    def grade(self, requests: Sequence[tuple[Path, Sequence[str]]], *, quick: bool = False) -> list[Run]:
+        """A Run per (submission folder, exercises), in order, graded WARM_SLOTS at a time."""
+        idle: queue.Queue[Any] = queue.Queue()
+        for slot in self._slots:
+            idle.put(slot)
+        first = self._count
+        self._count += len(requests)
+
+        def one(numbered: tuple[int, tuple[Path, Sequence[str]]]) -> Run:
+            from grader.batch.jobs import Isolation, Job, Status
+            from grader.grade.selection import select
+            from grader.host import tiers
+
+            number, (submission, exercises) = numbered
+            selection = select(list(exercises), None)
+            report = self._workdir / f"warm-{first + number}.json"
+            job = Job(str(submission.resolve()), str(report), list(selection.exercises), selection.suite,
+                      WARM_BUDGET_S + 30, Isolation(protect=tiers.exposure(selection.suite) or ""), quick=quick,
+                      budget_s=WARM_BUDGET_S)
+            args = ["check", *exercises, "--submission", str(submission), *(["--quick"] if quick else []), "(warm)"]
+            slot = idle.get()
+            started = time.monotonic()
+            try:
+                outcome = slot.grade(job, timeout_s=WARM_BUDGET_S + 60)
+            finally:
+                idle.put(slot)
+            run = Run(args, 0 if outcome.status == Status.GRADED else 3, "", outcome.reason,
+                      time.monotonic() - started)
+            if report.is_file():
+                run.report = json.loads(report.read_text())
+            return run
+
+        with ThreadPoolExecutor(len(self._slots)) as pool:
+            return list(pool.map(one, enumerate(requests)))
+
+    def close(self) -> None:
+        for slot in self._slots:
+            slot.close()
+        shutil.rmtree(self._stage, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def warm_grader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WarmGrader]:
+    grader = WarmGrader(tmp_path_factory.mktemp("warm"))
+    yield grader
+    grader.close()
+
+
+@pytest.fixture(scope="module")
+def selected_params(request: pytest.FixtureRequest) -> Callable[[str], list[Any]]:
+    """The values of a parameter over the tests of the requesting module this session runs (after -k, -x, ...),
+    so that a module-scoped fixture grades all at once what will be read, and nothing else."""
+    module = request.module.__name__
+
+    def values(name: str) -> list[Any]:
+        return [item.callspec.params[name] for item in request.session.items
+                if getattr(item, "module", None) is not None and item.module.__name__ == module
+                and hasattr(item, "callspec") and name in item.callspec.params]
+
+    return values

@@ -53,29 +53,49 @@ def _diagnosis(variant: Variant) -> str:
     return variant.diagnosis
 
 
-@pytest.fixture
-def grade_variant(grader_cli, tmp_path: Path):
-    def _grade(variant: Variant, *also: str):
-        exercise = exercise_of(variant)
-        folder = tmp_path / "submission"
+def _key(variant: Variant) -> tuple[str, str, str]:
+    return variant.exercise, variant.name, str(variant.origin)
+
+
+def _graded_exercises(variant: Variant) -> tuple[str, ...]:
+    """A mistake is graded on its own exercise; a correct variant also on every exercise built on it."""
+    if variant.diagnosis is not None:
+        return (exercise_of(variant),)
+    return (exercise_of(variant), *(e.id for e in EXERCISES if exercise_of(variant) in prerequisites(e.id)))
+
+
+@pytest.fixture(scope="module")
+def catalogue_runs(selected_params, warm_grader, tmp_path_factory) -> dict[tuple[str, str, str], object]:
+    """Every variant this session's tests read, each graded once, side by side in warm slots."""
+    chosen = {_key(v): v for v in selected_params("variant")}
+    base = tmp_path_factory.mktemp("catalogue")
+    folders = []
+    for number, variant in enumerate(chosen.values()):
+        folder = base / f"{number}-{variant.exercise}"
         folder.mkdir()
         for solution in (REPO / "solutions").glob("*.py"):
             if solution.name not in ("__init__.py", "config.py"):
                 shutil.copyfile(solution, folder / solution.name)
         variants.write(variant, folder)
-        run = grader_cli.check(folder, tmp_path / "report.json", exercise, *also)
+        folders.append((folder, _graded_exercises(variant)))
+    return dict(zip(chosen, warm_grader.grade(folders), strict=True))
+
+
+@pytest.fixture
+def grade_variant(catalogue_runs):
+    def _grade(variant: Variant):
+        run = catalogue_runs[_key(variant)]
         assert run.returncode == 0, run.describe()
         assert not run.report_problems(), "\n".join(run.report_problems())
-        return exercise, run
+        return exercise_of(variant), run
 
     return _grade
 
 
 @pytest.mark.parametrize("variant", correct_variants(), ids=_id)
 def test_correct_variant_keeps_full_marks(grade_variant, variant: Variant):
-    built_on_it = [e.id for e in EXERCISES if exercise_of(variant) in prerequisites(e.id)]
-    exercise, run = grade_variant(variant, *built_on_it)
-    for graded in (exercise, *built_on_it):
+    exercise, run = grade_variant(variant)
+    for graded in _graded_exercises(variant):
         result = run.exercise(graded)
         assert result["score"] == result["max_score"], f"{_docstring(variant)}\n{run.feedback(graded)}"
 
