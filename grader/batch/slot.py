@@ -148,8 +148,13 @@ class _Slot:
         return self._zygote
 
     def _discard_sandbox(self) -> None:
+        """Close the sandbox; a clean-up that fails (a tree it cannot remove) never keeps the job from its answer."""
         if self._zygote is not None:
-            self._zygote.close()
+            try:
+                self._zygote.close()
+            except Exception as error:
+                print(f"grader slot: the sandbox could not be cleaned up: {type(error).__name__}: {error}",
+                      file=sys.stderr, flush=True)
         self._zygote = None
 
     def _answer(self, result: Outcome) -> None:

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,6 +94,7 @@ class Sandbox:
         self.stage.chmod(0o755)  # mkdir's mode is cut by the umask (077 in some images); chmod's is not
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - the zygote writes here until close()
         self._busy = False  # a client was handed over and may not be finished yet
+        self._started_ns = time.time_ns() // 10**9 * 10**9  # the scratch folders' times, given back at each recycle
         self._requests = 0
         self._replies: dict[int, dict[str, Any]] = {}
         self._self_tested = False
@@ -236,6 +238,8 @@ class Sandbox:
         _check_not_stopped(zygote)
         for folder, keep in self._scratch_folders(zygote).items():
             scratch.empty(folder, keep)
+            # bubblewrap's tmpfs mounts start 0755, the scratch folder outside it 0700 (both the sandbox's uid's).
+            scratch.reset(folder, 0o755 if self.isolated else 0o700, self._started_ns)
         if self.tier == "user":
             scratch.remove_sandbox_files()
         self._busy = False

@@ -6,6 +6,7 @@ import contextlib
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ def remove_sandbox_files() -> None:
                             or any(p == entry.path or p.startswith(entry.path + os.sep) for p in python):
                         continue
                     if entry.is_dir(follow_symlinks=False):
-                        shutil.rmtree(entry.path, ignore_errors=True)  # as root: no permission stops it
+                        remove(Path(entry.path))
                     else:
                         os.unlink(entry.path)
 
@@ -99,16 +100,54 @@ def empty(folder: Path, keep: tuple[str, ...] = ()) -> None:
 
 
 def remove(path: Path) -> None:
-    """shutil.rmtree, also through folders whose owner took away its own permissions."""
+    """shutil.rmtree, also through folders whose owner took away its own permissions, and through trees deeper
+    than Python's recursion (a submission can nest folders thousands deep). OSError when it cannot.
+
+    Nothing above `path` is touched: its parent may be /tmp itself."""
+    top = os.path.abspath(path)
 
     def retry(function: Any, name: str, _: Any) -> None:
         with contextlib.suppress(OSError):
             parent = os.path.dirname(name)
-            os.chmod(parent, stat.S_IRWXU)
+            if parent == top or parent.startswith(top + os.sep):
+                os.chmod(parent, stat.S_IRWXU)
             if os.path.isdir(name) and not os.path.islink(name):
                 os.chmod(name, stat.S_IRWXU)
             function(name)
 
     with contextlib.suppress(OSError):
-        os.chmod(path, stat.S_IRWXU)
-    shutil.rmtree(path, onerror=retry)
+        if not os.path.islink(top):
+            os.chmod(top, stat.S_IRWXU)
+    try:
+        shutil.rmtree(top, onerror=retry)
+    except RecursionError:
+        _remove_deep(top)
+
+
+def _remove_deep(path: str) -> None:
+    """A tree too deep for rmtree's recursion, removed by coreutils, which walk it without recursion and follow
+    no link (`chmod -R` first where we are not root, for folders the submission closed to its own user)."""
+    if os.geteuid() != 0:
+        subprocess.run(["chmod", "-R", "u+rwx", "--", path], capture_output=True, timeout=600, check=False)
+    try:
+        done = subprocess.run(["rm", "-rf", "--one-file-system", "--", path], capture_output=True, text=True,
+                              timeout=600, check=False)
+    except (OSError, subprocess.SubprocessError) as error:
+        raise OSError(f"{path} could not be removed: {error}") from None
+    if os.path.lexists(path):
+        said = done.stderr.strip().splitlines()
+        raise OSError(f"{path} could not be removed: {said[-1] if said else f'rm exited {done.returncode}'}")
+
+
+def reset(folder: Path, mode: int, when_ns: int) -> None:
+    """Give an emptied scratch folder back the mode and times it started with, checked: a submission may change
+    both (chmod 0 on /tmp would fail the next student's tempfile; times would carry a few bits to them).
+    WorkerStartError when it cannot."""
+    try:
+        os.chmod(folder, mode)
+        os.utime(folder, ns=(when_ns, when_ns))
+        now = os.stat(folder)
+    except OSError as error:
+        raise WorkerStartError(f"the sandbox's scratch folder {folder.name} could not be reset: {error}") from None
+    if stat.S_IMODE(now.st_mode) != mode or now.st_mtime_ns != when_ns:
+        raise WorkerStartError(f"the sandbox's scratch folder {folder.name} could not be reset")

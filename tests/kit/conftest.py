@@ -296,3 +296,16 @@ def selected_params(request: pytest.FixtureRequest) -> Callable[[str], list[Any]
                 and hasattr(item, "callspec") and name in item.callspec.params]
 
     return values
+
+
+@pytest.fixture(scope="session")
+def gradescope() -> Iterator[Any]:
+    """The Gradescope deployment (deploy.py): setup.sh run once per session, as root; each test then hands
+    run_autograder a submission."""
+    if os.geteuid() != 0:
+        pytest.skip("Gradescope runs setup.sh and run_autograder as root")
+    if not shutil.which("bwrap") or not shutil.which("setpriv"):
+        pytest.skip("the rehearsal needs bubblewrap and setpriv (util-linux)")
+    from deploy import deploy_gradescope
+
+    yield from deploy_gradescope()

@@ -212,3 +212,44 @@ def test_relative_paths_are_read_from_the_folder_the_instructor_is_in(tmp_path):
     assert run.returncode == 0, run.stderr
     report = json.loads((tmp_path / "grades" / "alice.json").read_text())
     assert report["status"] == "graded" and report["score"] == report["max_score"], report["warnings"]
+
+
+SCRATCH = REPO / "tests" / "kit" / "submissions" / "scratch"
+DOCKER_BWRAP = "#!/bin/sh\necho 'bwrap: Creating new namespace failed: Operation not permitted' >&2\nexit 1\n"
+
+
+@pytest.mark.parametrize("tier", ["bubblewrap", "user"])
+def test_a_submission_that_spoils_its_scratch_space_costs_the_next_one_nothing(tmp_path, tier):
+    """One spoiler closes its scratch folder (chmod 0), another nests folders deeper than Python's recursion;
+    the classmate graded after each in the same sandbox writes temporary files, and must keep full marks, in a
+    batch that ends normally and leaves no stage behind."""
+    if tier == "bubblewrap" and bwrap_problem() is not None:
+        pytest.skip(f"bubblewrap unusable here: {bwrap_problem()}")
+    if tier == "user" and os.geteuid() != 0:
+        pytest.skip("the user tier needs a root grader")
+    folder, temporary = tmp_path / "class", Path(tempfile.mkdtemp(prefix="kit-scratch-"))
+    temporary.chmod(0o755)
+    order = (("a-closed", "closed_scratch"), ("b-tempfile", "tempfile_user"), ("c-deep", "deep_tree"),
+             ("d-tempfile", "tempfile_user"))
+    for name, source in order:
+        shutil.copytree(SCRATCH / source, folder / name)
+    env = {**ENV, "TMPDIR": str(temporary)}
+    if tier == "user":
+        (temporary / "bin").mkdir(mode=0o755)
+        (temporary / "bin" / "bwrap").write_text(DOCKER_BWRAP)
+        (temporary / "bin" / "bwrap").chmod(0o755)
+        env["GRADER_BWRAP"] = str(temporary / "bin" / "bwrap")
+    out = tmp_path / "grades"
+    try:
+        run = subprocess.run([sys.executable, "-m", "grader", "batch", str(folder), "--out", str(out), "--suite",
+                              "public", "--jobs", "1"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        # torch's compile cache is the trusted grader's own, made as it imports torch: not the submissions'
+        left = sorted(p.name for p in temporary.iterdir() if p.name != "bin" and not p.name.startswith("torchinductor"))
+    finally:
+        subprocess.run(["rm", "-rf", "--one-file-system", str(temporary)], check=False)
+    assert run.returncode == 0, (run.stdout, run.stderr[-3000:])
+    rows = {row["id"]: (row["status"], row["sandbox"], row["attention"])
+            for row in csv.DictReader((out / "grades.csv").open())}
+    assert rows == {"a-closed": ("graded", tier, "0"), "b-tempfile": ("graded", tier, "10"),
+                    "c-deep": ("graded", tier, "0"), "d-tempfile": ("graded", tier, "10")}, (rows, run.stderr[-3000:])
+    assert not left, f"the batch left {left} in its TMPDIR"
