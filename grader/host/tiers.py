@@ -21,12 +21,16 @@ skips both (and accepts grading unisolated).
 from __future__ import annotations
 
 import functools
+import json
 import os
+import shlex
 import stat
 import subprocess
 import sys
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
+from urllib.parse import unquote
 
 from grader.inside.shared import libseccomp, processes
 from grader.inside.shared.processes import SANDBOX_UID
@@ -130,8 +134,13 @@ def reach_problem() -> str | None:
     if not cross and not unread:
         return None
     path = next(p for p in chains if p in cross.values() or p in unread.values())
-    fixes = [f"chmod {mode} {' '.join(folders)}" for mode, folders in (("o+x", cross), ("-R o+rX", unread)) if folders]
-    unlisted = f" (nothing in {' '.join(cross) if len(cross) == 1 else 'them'} becomes readable)" \
+    by_mode: dict[str, list[str]] = {}
+    for folder in cross:
+        by_mode.setdefault(f"{_whose(folder)}+x", []).append(folder)
+    for folder in unread:
+        by_mode.setdefault(f"-R {_whose(folder)}+rX", []).append(folder)
+    fixes = [f"chmod {mode} {' '.join(map(shlex.quote, folders))}" for mode, folders in by_mode.items()]
+    unlisted = f" (nothing in {shlex.quote(next(iter(cross))) if len(cross) == 1 else 'them'} becomes readable)" \
         if not unread and all(os.path.isdir(f) for f in cross) else ""
     other = ", or set TMPDIR to a folder it can reach" if wanted[path] != "Python" else ""
     return (f"uid {SANDBOX_UID}, which runs the submissions, cannot reach {wanted[path]} at {path}: "
@@ -142,6 +151,15 @@ def _chain(path: str) -> list[str]:
     """Every folder from the top down to `path`, and `path` itself: what must let others cross (/ aside)."""
     parts = Path(os.path.abspath(path)).parts[1:]
     return [os.path.join("/", *parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def _whose(path: str) -> str:
+    """Which of chmod's classes (u, g, o) uid 65534 falls in for `path`: the only bits a fix needs to change."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return "o"
+    return "u" if info.st_uid == SANDBOX_UID else "g" if info.st_gid == SANDBOX_UID else "o"
 
 
 def _denies(path: str, others: int) -> bool:
@@ -248,7 +266,7 @@ def user_problem() -> str | None:
     # An installed copy of the kit in site-packages counts too (Landlock hides it; bubblewrap covers it).
     installed = [str(Path(site) / name) for site in python_paths() for name in KIT_PACKAGES[:2]
                  if (Path(site) / name).is_dir()]
-    hidden = [] if landlock_abi() else [*secrets(), *installed]
+    hidden = [] if landlock_abi() else [*secrets(), *installed, *editable_checkouts()]
     check = ('for p; do case $p in +*) p=${p#+}; [ -x "$p" ] || { echo "cannot reach $p: let others cross it and the '
              'folders above it (chmod o+x)"; exit 3; };; -*) p=${p#-}; if [ -r "$p" ] || [ -x "$p" ]; then echo "$p is '
              'readable by other users and this kernel has no Landlock to hide it: chmod -R go-rwx it"; exit 3; fi;; '
@@ -263,6 +281,28 @@ def user_problem() -> str | None:
         said = probe.stdout.strip() or probe.stderr.strip() or f"the probe as uid {SANDBOX_UID} failed"
         return said.splitlines()[-1]
     return None
+
+
+def editable_checkouts() -> list[str]:
+    """The checkouts an editable install of the kit points at (PEP 610's direct_url.json), other than the one
+    that grades: the venv's site-packages names them, so without Landlock their solutions and hidden tests
+    are as much within a submission's reach as this copy's."""
+    from grader.grade.selection import kit_root
+
+    found = []
+    for dist in metadata.distributions():
+        if (dist.metadata["Name"] or "").lower().replace("_", "-") != "attention-kit":
+            continue
+        try:
+            info = json.loads(dist.read_text("direct_url.json") or "{}")
+        except ValueError:
+            continue
+        url = info.get("url", "") if isinstance(info, dict) else ""
+        if isinstance(info.get("dir_info"), dict) and info["dir_info"].get("editable") and url.startswith("file://"):
+            folder = Path(unquote(url.removeprefix("file://")))
+            if folder.is_dir() and folder.resolve() != kit_root().resolve():
+                found.append(str(folder))
+    return list(dict.fromkeys(found))
 
 
 SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sys", "/dev")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -24,6 +25,7 @@ import pytest
 from grader.host.bubblewrap import bwrap_problem
 
 REPO = Path(__file__).resolve().parents[2]
+NOBODY = 65534
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="uid 65534 runs the submissions of a root grader only")
 needs_bubblewrap = pytest.mark.skipif(bwrap_problem() is not None, reason=f"no bubblewrap here: {bwrap_problem()}")
@@ -202,3 +204,25 @@ def test_a_tmpdir_uid_65534_cannot_reach_is_refused_with_the_chmod_that_fixes_it
     assert run.returncode == 2, (run.returncode, run.stderr[-2000:])
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and f"TMPDIR) at {closed}: chmod o+x {closed} " in lines[0], run.stderr
+
+
+def test_the_fix_can_be_pasted_and_names_the_bits_that_apply_to_uid_65534(tmp_path):
+    """A folder whose group is 65534's (nogroup) is crossed by its group bits, not others': the fix says g+x; a
+    name with a space is quoted, so that the line can be pasted into a shell as it is."""
+    top = Path(tempfile.mkdtemp(prefix="kit-venv-", dir="/tmp"))
+    top.chmod(0o755)
+    closed = top / "lab work"
+    closed.mkdir(mode=0o705)
+    os.chown(closed, 0, NOBODY)
+    try:
+        python = _venv(closed / "venv")
+        refused = _grader(python, "check", "attention", "--submission", str(REPO / "solutions"), cwd=tmp_path)
+        lines = refused.stderr.strip().splitlines()
+        assert refused.returncode == 2 and len(lines) == 1, (refused.returncode, refused.stderr[-2000:])
+        fix = lines[0].partition(": chmod ")[2].partition(" lets it")[0]
+        assert fix == f"g+x {shlex.quote(str(closed))}", lines[0]
+        subprocess.run(f"chmod {fix}", shell=True, check=True)
+        graded = _grader(python, "check", "attention", "--submission", str(REPO / "solutions"), cwd=tmp_path)
+        assert graded.returncode == 0, graded.stderr[-2000:]
+    finally:
+        shutil.rmtree(top, ignore_errors=True)

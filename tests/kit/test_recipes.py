@@ -89,6 +89,20 @@ def test_a_kit_folder_locked_by_chmod_go_rwx_grades_at_every_tier(gradescope: Gr
     assert (graded["sandbox"], graded["score"]) == (tier, 10), (graded["sandbox"], graded["score"], done.stderr[-2000:])
 
 
+def test_without_landlock_another_readable_checkout_keeps_the_user_tier_off(gradescope: Gradescope, tmp_path: Path):
+    """The image's Python also sees this checkout's editable install (its site-packages names the folder): without
+    Landlock a submission at the user tier could read that checkout's solutions, so the tier is not claimed."""
+    if not os.stat(REPO).st_mode & 0o005:
+        pytest.skip(f"{REPO} is not readable by other users: nothing to hide")
+    env = plain_environment(PATH=os.pathsep.join([str(gradescope.docker_bwrap), str(gradescope.python),
+                                                  os.environ["PATH"]]), GRADER_LANDLOCK="off")
+    done = subprocess.run(["python3", "-m", "grader", "check", "attention", "--submission", str(REPO / "solutions"),
+                           "--json", str(tmp_path / "report.json")], cwd=gradescope.root / "source", env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and not (tmp_path / "report.json").exists(), (done.returncode, done.stderr[-2000:])
+    assert f"{REPO} is readable by other users" in done.stderr, done.stderr
+
+
 def test_run_autograder_fails_loudly_when_the_grader_writes_nothing(gradescope: Gradescope):
     status, results, stderr = gradescope.run(None, bwrap_refused=False)  # Gradescope never left a submission
     assert status == 1 and results["score"] == 0 and results["visibility"] == "visible", results
