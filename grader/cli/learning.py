@@ -15,7 +15,7 @@ from grader.cli.parse import EXIT_FAIL_UNDER, EXIT_OK, default_submission, die, 
 from grader.cli.render import STATUS_STYLE, points
 from grader.curriculum import BY_ID, EXERCISES
 from grader.grade.selection import hidden_installed, kit_root
-from grader.host import tiers
+from grader.host import reach
 from grader.host.tiers import IsolationRefused
 from grader.intake.submission import SubmissionInputError
 from grader.student import state
@@ -101,7 +101,7 @@ def watch_command(args: argparse.Namespace, console: Console) -> int:
     submission = existing_submission(args)
     if args.exercise is not None and args.exercise not in BY_ID:
         die(f"unknown exercise {args.exercise!r}: choose from {', '.join(e.id for e in EXERCISES)}")
-    unreachable = tiers.reach_problem()  # no tier can grade here: said once, not after every save
+    unreachable = reach.problem()  # no tier can grade here: said once, not after every save
     if unreachable is not None:
         die(unreachable)
     return watch(submission, args.exercise, console=console, quick=not args.full, max_runs=args.max_runs)

@@ -109,7 +109,7 @@ def bwrap_command(stage: Path | None, device: str, limits: Limits, *, more: tupl
     """bubblewrap's arguments for a sandbox of `stage` (None: the same sandbox without one, for the probe).
 
     `more` goes after every other mount, before / is made read-only. bubblewrap may run as uid
-    65534: every folder above a bound path must let others cross it (`tiers.reach_problem` checks).
+    65534: every folder above a bound path must let others cross it (`reach.problem` checks).
     bubblewrap mounts in the order of its arguments, so a Python under /tmp or /dev/shm (a venv in
     /tmp) is bound after the sandbox's own tmpfs there, inside a read-only tmpfs of its own
     (`python_in_scratch`): the sandbox can neither write beside it nor move or remove it.
