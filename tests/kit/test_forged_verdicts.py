@@ -39,45 +39,38 @@ def test_every_attack_folder_is_graded_here():
 
 
 @pytest.fixture(scope="module")
-def grade_with(grader_cli, tmp_path_factory):
-    """Grade `file` as the exercise's file inside a copy of the solutions; each honest mistake is graded once."""
-    done: dict[Path, dict] = {}
-
-    def _grade(exercise: str, file: Path):
-        if file not in done:
-            folder = tmp_path_factory.mktemp(file.parent.name)
-            for solution in (REPO / "solutions").glob("*.py"):
-                if solution.name not in ("__init__.py", "config.py"):
-                    shutil.copyfile(solution, folder / solution.name)
-            shutil.copyfile(file, folder / f"{exercise}.py")
-            run = grader_cli.check(folder, folder / "report.json", exercise)
-            assert run.returncode == 0, run.describe()
-            assert not run.report_problems(), "\n".join(run.report_problems())
-            done[file] = run.exercise(exercise)
-        return done[file]
-
-    return _grade
-
-
-@pytest.fixture(scope="module")
-def mistake_file(tmp_path_factory):
-    """The known mistake `name` of `exercise` as its exercise file, written once per module."""
-    folder = tmp_path_factory.mktemp("mistakes")
-
-    def _file(exercise: str, name: str) -> Path:
-        path = folder / name / f"{exercise}.py"
-        if not path.is_file():
-            variants.write(next(m for m in variants.mistakes(exercise) if m.name == name), path.parent)
-        return path
-
-    return _file
+def graded(selected_params, warm_grader, tmp_path_factory) -> dict[str, dict]:
+    """Each attack this session selects, and each honest mistake under it, graded once inside a copy of the
+    solutions, side by side in warm slots; the exercise's result by attack name and by mistake name."""
+    files: dict[str, tuple[str, Path]] = {}
+    mistakes = tmp_path_factory.mktemp("mistakes")
+    for attack in selected_params("attack"):
+        exercise, mistake, _ = ATTACKS[attack]
+        files[attack] = (exercise, FORGERY / attack / f"{exercise}.py")
+        if mistake not in files:
+            honest = mistakes / mistake / f"{exercise}.py"
+            variants.write(next(m for m in variants.mistakes(exercise) if m.name == mistake), honest.parent)
+            files[mistake] = (exercise, honest)
+    folders = []
+    for name, (exercise, file) in files.items():
+        folder = tmp_path_factory.mktemp(name)
+        for solution in (REPO / "solutions").glob("*.py"):
+            if solution.name not in ("__init__.py", "config.py"):
+                shutil.copyfile(solution, folder / solution.name)
+        shutil.copyfile(file, folder / f"{exercise}.py")
+        folders.append((folder, (exercise,)))
+    results = {}
+    for (name, (exercise, _)), run in zip(files.items(), warm_grader.grade(folders), strict=True):
+        assert run.returncode == 0, run.describe()
+        assert not run.report_problems(), "\n".join(run.report_problems())
+        results[name] = run.exercise(exercise)
+    return results
 
 
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
-def test_a_forged_verdict_scores_no_more_than_the_mistake_it_hides(grade_with, mistake_file, attack: str):
+def test_a_forged_verdict_scores_no_more_than_the_mistake_it_hides(graded, attack: str):
     exercise, mistake, target = ATTACKS[attack]
-    honest = grade_with(exercise, mistake_file(exercise, mistake))
-    forged = grade_with(exercise, FORGERY / attack / f"{exercise}.py")
+    honest, forged = graded[mistake], graded[attack]
     assert honest["score"] < honest["max_score"], f"{mistake} should lose points on its own"
     assert forged["score"] <= honest["score"], (
         f"{attack} scored {forged['score']} in {exercise}, the mistake without the attack {honest['score']}:\n"
