@@ -25,6 +25,8 @@ from grader.judge import variants
 from grader.judge.variants import Variant
 
 REPO = Path(__file__).resolve().parents[2]
+# Slow by nature: 151 variants graded, two at a time (about two minutes on two cores); `-m "not slow"` skips it.
+pytestmark = pytest.mark.slow
 
 
 def correct_variants() -> list[Variant]:

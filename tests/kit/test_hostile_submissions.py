@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+# Slow by nature: every attack graded cold at three tiers, each in a grader of its own (about two minutes).
+pytestmark = pytest.mark.slow
 HOSTILE = Path(__file__).resolve().parent / "submissions" / "hostile"
 NAMES = sorted(p.name for p in HOSTILE.iterdir() if p.is_dir())
 MARKER = b"KIT_HOSTILE_MARKER"

@@ -68,8 +68,9 @@ def bwrap_problem() -> str | None:
     return None
 
 
-pytestmark = pytest.mark.skipif(bwrap_problem() is not None, reason=f"isolation is the bubblewrap tier's: "
-                                                                    f"{bwrap_problem()}")
+# Slow by nature: every attack graded alone, then in batches, root and unprivileged (over a minute).
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(bwrap_problem() is not None,
+                                                  reason=f"isolation is the bubblewrap tier's: {bwrap_problem()}")]
 
 
 # --- processes left behind ------------------------------------------------------------------------------------

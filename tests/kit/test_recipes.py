@@ -47,8 +47,9 @@ case "$1" in
     *) echo "sudo: $* is not rehearsed" >&2; exit 1 ;;
 esac
 """
-pytestmark = pytest.mark.skipif(not shutil.which("bwrap") or not shutil.which("setpriv"),
-                                reason="the rehearsals need bubblewrap and setpriv (util-linux)")
+# Slow by nature: a deployment is a venv, a pip install and gradings (about a minute in all).
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not shutil.which("bwrap") or not shutil.which("setpriv"),
+                                                  reason="the rehearsals need bubblewrap and setpriv (util-linux)")]
 
 
 def test_setup_sh_locks_the_bundle_and_grades_the_reference_once(gradescope: Gradescope):
