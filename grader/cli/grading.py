@@ -98,7 +98,8 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
                                     protect=protect, allow_unisolated=args.allow_unisolated)
     except (UsageError, ValueError, IsolationRefused) as error:
         die(str(error))
-    entries = batch.discover(args.submissions)
+    # --out may lie inside SUBMISSIONS_DIR (`grader batch . --out grades`): the reports are no student's.
+    entries = [e for e in batch.discover(args.submissions) if e.path.resolve() != args.out.resolve()]
     if not entries:
         die(f"no sub-folders, .zip files or notebooks in {str(args.submissions)!r}")
     if args.out.exists() and not args.out.is_dir():

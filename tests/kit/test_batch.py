@@ -253,3 +253,14 @@ def test_a_submission_that_spoils_its_scratch_space_costs_the_next_one_nothing(t
     assert rows == {"a-closed": ("graded", tier, "0"), "b-tempfile": ("graded", tier, "10"),
                     "c-deep": ("graded", tier, "0"), "d-tempfile": ("graded", tier, "10")}, (rows, run.stderr[-3000:])
     assert not left, f"the batch left {left} in its TMPDIR"
+
+
+def test_reports_written_inside_the_submissions_folder_are_no_submission(tmp_path):
+    """`grader batch . --out grades`, run twice: the second run must not take grades/ for a student's folder."""
+    (tmp_path / "class" / "alice").mkdir(parents=True)
+    shutil.copyfile(REPO / "solutions" / "attention.py", tmp_path / "class" / "alice" / "attention.py")
+    out = tmp_path / "class" / "grades"
+    runs = [batch(tmp_path / "class", out) for _ in range(2)]
+    assert [run.returncode for run in runs] == [0, 0], runs[-1].stderr
+    rows = [row["id"] for row in csv.DictReader((out / "grades.csv").open())]
+    assert rows == ["alice"] and "1 submissions" in runs[-1].stdout, (rows, runs[-1].stdout)
