@@ -78,10 +78,9 @@ def _chain(path: str) -> list[str]:
 def _whose(path: str) -> str:
     """Which of chmod's classes (u, g, o) uid 65534 falls in for `path`: the only bits a fix needs to change."""
     try:
-        info = os.stat(path)
+        return _class_of(os.stat(path))
     except OSError:
         return "o"
-    return "u" if info.st_uid == SANDBOX_UID else "g" if info.st_gid == SANDBOX_UID else "o"
 
 
 def _denies(path: str, others: int) -> bool:
@@ -90,8 +89,8 @@ def _denies(path: str, others: int) -> bool:
         info = os.stat(path)
     except OSError:
         return False
-    if info.st_uid == SANDBOX_UID:
-        return not info.st_mode & others << 6
-    if info.st_gid == SANDBOX_UID:
-        return not info.st_mode & others << 3
-    return not info.st_mode & others
+    return not info.st_mode & others << {"u": 6, "g": 3, "o": 0}[_class_of(info)]
+
+
+def _class_of(info: os.stat_result) -> str:
+    return "u" if info.st_uid == SANDBOX_UID else "g" if info.st_gid == SANDBOX_UID else "o"
