@@ -139,7 +139,8 @@ class _Raw:
 
 def score(json_report: PytestJsonReport, exercise_ids: list[str]) -> list[ExerciseResult]:
     """Exercises in curriculum order, from a pytest-json-report report of the graded suites."""
-    raws = _confirmed([_raw(test) for test in json_report.get("tests", [])])
+    tests = sorted(json_report.get("tests", []), key=_collected_order)  # the order run is not always that one
+    raws = _confirmed([_raw(test) for test in tests])
     broken = _broken_collections(json_report)
     results = []
     for exercise_id in exercise_ids:
@@ -177,6 +178,11 @@ def _not_started(result: ExerciseResult) -> bool:
     ran = [test for test in result.tests if test.outcome != TestOutcome.SKIPPED]
     return bool(ran) and all(
         "is not implemented yet" in test.message and not test.message.startswith("blocked by") for test in ran)
+
+
+def _collected_order(test: PytestJsonTest) -> int:
+    order = (test.get("metadata") or {}).get("order")
+    return order if isinstance(order, int) else -1
 
 
 def _raw(test: PytestJsonTest) -> _Raw:

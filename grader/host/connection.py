@@ -61,6 +61,14 @@ class Connection:
         self._release_pending = False
         return process
 
+    def worker_warm(self) -> bool:
+        """Whether the worker in use says it was forked once its sandbox had warmed up (see grader.inside.zygote).
+
+        The worker's own word, used only to decide where a test runs: a worker that lies makes its own run slower.
+        """
+        process = self.process
+        return process is not None and process.ready and process.hello.get("warm") is True
+
     def close(self, *, wait: bool = True) -> None:
         """Kill the worker; without `wait` only ask the zygote to (the caller kills the whole sandbox next)."""
         if self.process is not None:

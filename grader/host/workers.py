@@ -175,6 +175,11 @@ class WorkerProcess:
             raise WorkerGone(self._death_reason()) from None
         return self._receive(deadline, timeout_s, self._last_id)
 
+    @property
+    def ready(self) -> bool:
+        """Whether the worker said hello (`hello` holds what it said)."""
+        return self._ready
+
     def wait_ready(self) -> dict[str, Any]:
         from grader.inside.shared import protocol
 

@@ -119,11 +119,11 @@ class Zygote:
                 self.warm_up()
 
     def warm_up(self) -> None:
-        """Pay once, here, what the first op count (torch's dispatch machinery, ~1 s) and the first fake
-        tensor (~1.5 s) cost each worker.
+        """Pay once, here, what the first fake tensor costs each worker (~1 s, torch._dynamo's imports).
 
         Done after the first worker is forked, so that it does not delay grading's start; every
-        later worker (the next submission's, or a restart) is forked warm.
+        later worker (the next submission's, or a restart) is forked warm and says so in its hello,
+        and the tests that use fake tensors run last, in such a worker (grader.judge.plugin's warm_worker).
         """
         self.warm = True
         torch = sys.modules["torch"]

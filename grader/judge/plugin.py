@@ -33,6 +33,7 @@ from grader.host.remote import RemoteSubmission
 from grader.host.session import GradingSession
 from grader.inside.shared import TEST_MODULES
 from grader.judge.checks import manual_seed
+from grader.judge.measures import fresh_worker
 
 MAX_MESSAGE_CHARS = 1500
 PRINTED_LINES = 10
@@ -41,6 +42,7 @@ _SESSION = pytest.StashKey[GradingSession]()
 _MARKS = pytest.StashKey[tuple[int, int]]()
 _MESSAGE_SET = pytest.StashKey[bool]()
 _SEED = pytest.StashKey[int]()
+_ORDER = pytest.StashKey[int]()
 _DIAGNOSED = pytest.StashKey[dict[str, str]]()  # exercise -> what its first failure's diagnosis found
 _FAILED = pytest.StashKey[set[str]]()  # exercises with a failed test so far in this run
 DIAGNOSIS_CALL_TIMEOUT_S = 5.0  # the scenario's calls are small; a slow one means there is nothing to learn
@@ -86,6 +88,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: takes seconds (the capstone); --quick skips it at the cost of its points")
     config.addinivalue_line("markers", "confirmed_by(*tests): a structure test's points count only once these "
                                        "behaviour tests of its file pass too (see scoring)")
+    config.addinivalue_line("markers", "warm_worker: runs after the other tests, in a worker forked once the sandbox "
+                                       "had warmed up (torch._dynamo imported: fake tensors and torch.optim start "
+                                       "at once there)")
+    config.addinivalue_line("markers", "fresh_worker: runs last, in a new worker that has imported only what the test "
+                                       "imports (what grader.judge.loops reads)")
     torch.set_num_threads(1)
 
 
@@ -114,6 +121,9 @@ def impl(grading: GradingSession, request: pytest.FixtureRequest) -> Iterator[Re
     marker = request.node.get_closest_marker("call_timeout")
     connection = grading.connection
     connection.call_timeout_s = float(marker.args[0]) if marker else None
+    if request.node.get_closest_marker("fresh_worker") or (
+            request.node.get_closest_marker("warm_worker") and connection.process and not connection.worker_warm()):
+        fresh_worker(grading.impl())
     budget = _budget(request.config)
     if budget is None or not budget.spent():  # a spent budget's test never runs: start no worker for it
         request.node.stash[_MARKS] = connection.output_marks()
@@ -170,6 +180,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if item.get_closest_marker("slow"):
                 item.add_marker(pytest.mark.skip(reason=QUICK_SKIP))
+    # Tests that need a warm or a new worker run last. The sandbox warms up (about a second of fake tensors' imports,
+    # see grader.inside.zygote) while the first worker runs the other tests: a worker forked then starts at once,
+    # where the first one would pay that second itself, in the middle of the run. Reports keep the order collected.
+    for order, item in enumerate(items):
+        item.stash[_ORDER] = order
+    items.sort(key=_run_order)
+
+
+def _run_order(item: pytest.Item) -> int:
+    return 2 if item.get_closest_marker("fresh_worker") else 1 if item.get_closest_marker("warm_worker") else 0
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -210,6 +230,8 @@ def pytest_json_runtest_metadata(item: pytest.Item, call: pytest.CallInfo[None])
             metadata["counts_when_skipped"] = True  # a --quick run must not look like full marks
     if _SEED in item.stash:
         metadata["seed"] = item.stash[_SEED]
+    if _ORDER in item.stash:
+        metadata["order"] = item.stash[_ORDER]
     if call.excinfo is not None and not item.stash.get(_MESSAGE_SET, False):
         item.stash[_MESSAGE_SET] = True
         exercise = exercise_of_test_file(Path(str(item.path)).name)

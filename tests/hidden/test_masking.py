@@ -19,7 +19,6 @@ from grader.testing import (
     assert_close,
     count_ops,
     expect_tensor,
-    fresh_worker,
     golden,
     tolerance,
 )
@@ -65,8 +64,8 @@ def test_causal_average_float64_in_float64_out(impl, ref, device, seed):
 
 
 @pytest.mark.points(4)
+@pytest.mark.fresh_worker  # one that has imported masking.py (and what it imports) only: what grader.judge.loops reads
 def test_causal_average_is_vectorised(impl, ref, device, seed, grading):
-    fresh_worker(impl)  # one that has imported masking.py (and what it imports) only: what grader.judge.loops reads
     short, long = torch.randn(2, 8, 4, device=device), torch.randn(2, 64, 4, device=device)
     at_8, at_64 = count_ops(impl.masking.causal_average, short), count_ops(impl.masking.causal_average, long)
     expected = loop_definition(long.double())
@@ -187,6 +186,7 @@ def test_keep_mask_and_additive_mask_give_the_same_softmax(impl, device, seed, s
 
 
 @pytest.mark.points(1)
+@pytest.mark.warm_worker  # fake tensors (probes.on_another_device)
 @pytest.mark.parametrize(("function", "shape"), [("causal_average", [2, 5, 3]),
                                                  ("weight_mask_and_normalization", [2, 5, 5])])
 def test_works_for_inputs_on_any_device(impl, function, shape):

@@ -338,6 +338,7 @@ def trained_reference(ref, m, device):
 
 @pytest.mark.points(20)
 @pytest.mark.slow
+@pytest.mark.warm_worker  # torch.optim's first step imports torch._dynamo
 @pytest.mark.call_timeout(60)
 def test_capstone_trained_model_copies_fresh_sequences(impl, ref, device):
     seed, table, src = draw_task()
@@ -461,6 +462,7 @@ def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed):
 
 
 @pytest.mark.points(1)
+@pytest.mark.warm_worker  # fake tensors (probes.on_another_device)
 @pytest.mark.parametrize("call", ["forward", "greedy_decode"])
 def test_works_for_inputs_on_any_device(impl, call):
     # One layer a side and three tokens to decode: fake tensors cost about a millisecond an op.

@@ -19,6 +19,12 @@ def count_ops(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -
     counts: Counter[str] = Counter()
 
     class CountOps(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            # Nothing is compiled here: keeping torch.compile out of __torch_dispatch__ would import
+            # torch._dynamo at the first count, a second of a worker's time.
+            return False
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             counts[str(func.overloadpacket.__name__)] += 1
             return func(*args, **(kwargs or {}))
