@@ -6,8 +6,9 @@ a call replaced by its argument, an argument dropped.
 Each mutation replaces exactly one node's source span by the mutated node (`ast.unparse`), so the rest of
 the file stays byte-identical. Each mutant is graded alone, on its own exercise, by `grader check --quick
 --suite all` in a warm grading process (`grader.student.warm`), beside the unmutated reference of every
-other exercise. A mutant is killed when its exercise scores below the reference, or when the check gave no
-report (refused, timed out, crashed). Mutants judged equivalent (they cannot change anything the contract
+other exercise. A mutant is killed when its exercise scores below the reference, when one of its tests fails
+that is worth no points on this machine (the device tests without a GPU give feedback only), or when the check
+gave no report (refused, timed out, crashed). Mutants judged equivalent (they cannot change anything the contract
 fixes) are kept by hand in `equivalent_mutants.txt`, one a line with the reason, and left out of the score.
 Each survivor of the quick run is then graded once more in a full run (the capstone's training too), and
 labelled with whether that kills it; the score stays the quick run's.
@@ -369,7 +370,7 @@ def grade(checker: WarmChecker, mutant: Mutant, files: dict[str, str], baseline:
           equivalent: bool) -> Graded:
     submission = write_submission(Path(tempfile.mkdtemp(dir=work)) / "submission", files, mutant)
     score, failed, problem = exercise_score(checker.check(submission, mutant.exercise), mutant.exercise)
-    killed = score is None or score < baseline - 1e-9
+    killed = score is None or score < baseline - 1e-9 or bool(failed)  # the reference fails none (`baselines`)
     fate = Fate.EQUIVALENT if equivalent else Fate.KILLED if killed else Fate.SURVIVED
     return Graded(mutant, fate, score, baseline, failed, problem)
 

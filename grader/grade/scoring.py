@@ -106,7 +106,8 @@ class ExerciseResult:
 
     @property
     def passed(self) -> int:
-        return sum(test.outcome == TestOutcome.PASSED for test in self.tests)
+        """The tests passed among those that count (`counted`): one worth no points here is feedback only."""
+        return sum(test.outcome == TestOutcome.PASSED and test.max_points > 0 for test in self.tests)
 
     @property
     def counted(self) -> int:
@@ -256,7 +257,7 @@ def _broken_collections(json_report: PytestJsonReport) -> dict[str, str]:
 
 def _exercise(exercise_id: str, raws: list[_Raw], broken: str | None) -> ExerciseResult:
     maximum = float(BY_ID[exercise_id].points)
-    counted = [raw for raw in raws if raw.counted]
+    counted = [raw for raw in raws if raw.counted and raw.weight > 0]  # a test worth 0 (real_device on a CPU)
     total_weight = sum(raw.weight for raw in counted)
     if broken is not None or total_weight <= 0:
         tests = tuple(TestResult(r.name, r.outcome, 0.0, 0.0, r.message, r.seed) for r in raws)

@@ -88,6 +88,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: takes seconds (the capstone); --quick skips it at the cost of its points")
     config.addinivalue_line("markers", "confirmed_by(*tests): a structure test's points count only once these "
                                        "behaviour tests of its file pass too (see scoring)")
+    config.addinivalue_line("markers", "real_device: its points count only in a run on a GPU (--device cuda); on a "
+                                       "CPU its check is feedback worth no points (a submission can tell a stand-in "
+                                       "device from a real one)")
     config.addinivalue_line("markers", "warm_worker: runs after the other tests, in a worker forked once the sandbox "
                                        "had warmed up (torch._dynamo imported: fake tensors and torch.optim start "
                                        "at once there)")
@@ -214,7 +217,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 def points_of(item: pytest.Item) -> float:
     marker = item.get_closest_marker("points")
+    if item.get_closest_marker("real_device") and not _on_a_gpu(item.config):
+        return 0.0
     return float(marker.args[0]) if marker else 1.0
+
+
+def _on_a_gpu(config: pytest.Config) -> bool:
+    session = config.stash.get(_SESSION, None)
+    return session is not None and session.device == "cuda"
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -186,14 +186,25 @@ def test_keep_mask_and_additive_mask_give_the_same_softmax(impl, device, seed, s
 
 
 @pytest.mark.points(1)
+@pytest.mark.real_device  # on a CPU, feedback only: a submission can tell the stand-in device from a real one
 @pytest.mark.warm_worker  # fake tensors (probes.on_another_device)
 @pytest.mark.parametrize(("function", "shape"), [("causal_average", [2, 5, 3]),
                                                  ("weight_mask_and_normalization", [2, 5, 5])])
-def test_works_for_inputs_on_any_device(impl, function, shape):
+def test_works_for_inputs_on_any_device(impl, ref, device, function, shape):
+    hint = ("make every new tensor where the input is, torch.ones(T, T, dtype=x.dtype, device=x.device), or build it "
+            "from the input (torch.ones_like, x.new_ones).")
+    if device.type == "cuda":  # a real device: the points are earned here, by values checked in this process
+        x = torch.randn(*shape, device=device)
+        expected = golden(getattr(ref.masking, function), x)
+        with hint_on_crash(hint):
+            out = expect_tensor(getattr(impl.masking, function)(x), name=f"{function}(x)")
+        assert out.device == x.device, f"{function} returned a tensor on {out.device} for an input on {x.device}."
+        assert_close(out, expected.float(), atol=tolerance(getattr(ref.masking, function)(x), expected),
+                     name=f"{function}(x) on {device}", hint=hint)
+        return
     why = impl.probes.on_another_device(getattr(impl.masking, function), {"shape": shape, "dtype": "float32"})
     assert isinstance(why, str) and not why, (
         f"{function} mixes devices: with its input on another device (the grader's stand-in for a GPU, "
-        f"'meta'), torch said: {str(why).rstrip('!. ')}. Hint: make every new "
-        "tensor where the input is, torch.ones(T, T, dtype=x.dtype, device=x.device), or build it from the input "
-        "(torch.ones_like, x.new_ones)."
+        f"'meta'), torch said: {str(why).rstrip('!. ')}. Hint: {hint} (Feedback only: on a machine without a GPU "
+        "this test is worth no points; a run with --device cuda awards them.)"
     )

@@ -462,22 +462,36 @@ def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed):
 
 
 @pytest.mark.points(1)
+@pytest.mark.real_device  # on a CPU, feedback only: a submission can tell the stand-in device from a real one
 @pytest.mark.warm_worker  # fake tensors (probes.on_another_device)
-@pytest.mark.parametrize("call", ["forward", "greedy_decode"])
-def test_works_for_inputs_on_any_device(impl, call):
+@pytest.mark.parametrize("entry", ["forward", "greedy_decode"])
+def test_works_for_inputs_on_any_device(impl, ref, device, entry):
+    hint = ("make every new tensor where the input is, torch.full(..., device=src.device), masks with "
+            "device=x.device, or register it as a buffer.")
+    what = "the Transformer" if entry == "forward" else "greedy_decode"
+    if device.type == "cuda":  # a real device: the points are earned here, by what comes back, checked here
+        m, r = pair(impl, ref, device)
+        src, tgt = tokens(SRC_VOCAB, 2, 4, device), tokens(TGT_VOCAB, 2, 3, device)
+        if entry == "forward":
+            out, expected = call(m, "forward", src, tgt, hint=hint), golden(r, src, tgt)
+            assert_close(out, expected.float(), atol=tolerance(r(src, tgt), expected), name=f"{what} on {device}",
+                         hint=hint)
+        else:
+            out = greedy(impl, m, src, 3, 1)  # its tokens are judged by the greedy tests, on this device too
+        assert out.device == src.device, f"{what} returned a tensor on {out.device} for inputs on {src.device}."
+        return
     # One layer a side and three tokens to decode: fake tensors cost about a millisecond an op.
     m = impl.transformer.Transformer(SRC_VOCAB, TGT_VOCAB, d_model=16, n_heads=2, n_layers=1, d_ff=16, dropout=0.0,
                                      max_seq_len=MAX_SEQ_LEN).eval()
     tokens_of = {"shape": [2, 4], "dtype": "int64"}
-    if call == "forward":
+    if entry == "forward":
         why = impl.probes.on_another_device(m, tokens_of, {"shape": [2, 3], "dtype": "int64"})
     else:
         why = impl.probes.on_another_device(impl.transformer.greedy_decode, m, tokens_of, 3, 1)
     assert isinstance(why, str) and not why, (
-        f"{'the Transformer' if call == 'forward' else 'greedy_decode'} mixes devices: with the model and its "
-        f"input on another device (the grader's stand-in for a GPU, 'meta'), torch said: {str(why).rstrip('!. ')}. "
-        "Hint: make every new tensor where the input is, "
-        "torch.full(..., device=src.device), masks with device=x.device, or register it as a buffer."
+        f"{what} mixes devices: with the model and its input on another device (the grader's stand-in for a GPU, "
+        f"'meta'), torch said: {str(why).rstrip('!. ')}. Hint: {hint} (Feedback only: on a machine without a GPU "
+        "this test is worth no points; a run with --device cuda awards them.)"
     )
 
 
