@@ -4,12 +4,17 @@ A submission chooses its exception messages, what it prints, its file and folder
 an escape sequence in one of them clears the screen and draws a fake score table; a lone surrogate
 makes printing fail. `clean` turns every control character into the visible escape Python would
 write for it (`\\x1b`, `\\r`), keeping only newlines, and every lone surrogate into U+FFFD.
+
+Names a person reads must also be told apart: `bob`, `bοb` (Greek omicron) and `bоb` (Cyrillic o) are
+three folders and one name to the eye. `skeleton` is what a name looks like, Unicode's confusables folded
+(UTS #39, through the `disarm` library's tables), for checking that two names differ visibly.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+import unicodedata
 
 REPLACEMENT = "\ufffd"
 # C0 and C1 controls and DEL (ESC and CSI start every terminal escape sequence), the separators that
@@ -40,13 +45,26 @@ def clean(text: str, *, newlines: bool = True) -> str:
 
 
 def id_of(name: str) -> str:
-    """`name` made safe as a file name and a spreadsheet cell: equal to `name` exactly when it was already safe."""
-    safe = _NOT_IN_ID.sub("_", name)
+    """`name` made safe as a file name and a spreadsheet cell: equal to `name` exactly when it was already safe.
+
+    Compatibility forms are written plainly first (NFKC: `ｂｏｂ` is `bob`, a decomposed `é` one letter)."""
+    safe = _NOT_IN_ID.sub("_", unicodedata.normalize("NFKC", name))
     if safe[:1] in (".", "-"):  # a hidden file, an option to every shell command, a formula
         safe = "_" + safe[1:]
     while len(safe.encode()) > MAX_ID_BYTES:
         safe = safe[:-1]
     return safe or "_"
+
+
+def skeleton(name: str) -> str:
+    """What `name` looks like, for telling names apart, never for showing: equal for `bob`, `bοb` (Greek omicron),
+    `bоb` (Cyrillic o), `BOB` and `ｂｏｂ`.
+
+    UTS #39's skeleton (after NFKC, Unicode's confusables folded to their prototype, invisible characters
+    dropped), case folded, with its digit classes (`0` looks like `O`, `1` like `l`)."""
+    from disarm import skeleton_key  # here, not at the top: only `grader batch` tells names apart
+
+    return skeleton_key(unicodedata.normalize("NFKC", name), digit_policy="tr39")
 
 
 def spreadsheet_cell(text: str) -> str:

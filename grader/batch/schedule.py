@@ -36,7 +36,7 @@ from grader.grade.selection import Selection, kit_root
 from grader.host.scratch import remove_stale_stages
 from grader.inside.shared import processes
 from grader.intake.submission import SubmissionInputError, load
-from grader.text import clean, id_of
+from grader.text import clean, id_of, skeleton
 
 # DIR/grades.csv and DIR/summary.json: no submission's report may take or shadow their names.
 RESERVED_IDS = frozenset({"grades", "summary"})
@@ -76,25 +76,32 @@ def discover(folder: Path) -> list[Entry]:
     """Every sub-folder, .zip and notebook (.ipynb) in `folder`, with its id: its file name (a file's without its
     suffix) where that is safe.
 
-    A name that is not safe as a file name or a spreadsheet cell (see `text.id_of`), or is taken (by
-    another submission, in any case, or by grades.csv and summary.json), gets a suffix from a hash of
+    A name that is not safe as a file name or a spreadsheet cell (see `text.id_of`), or is taken (by an
+    earlier submission in name order, or by grades.csv and summary.json), gets a suffix from a hash of
     the file name: ids are unique, and the same on every run, so a rerun finds the reports it wrote.
+    Taken means alike in case (one file on some disks) or in looks (`text.skeleton`: `bob`, `bοb` with a
+    Greek omicron, `bоb` with a Cyrillic o), so that no two rows of grades.csv read as one student.
     """
     candidates = sorted(p for p in folder.iterdir() if not p.name.startswith(".")
                         and (p.is_dir() or p.suffix.lower() in (".zip", ".ipynb")))
-    taken = set(RESERVED_IDS)  # casefolded: two ids that differ only in case are one file on some disks
+    taken: set[tuple[str, str]] = set().union(*map(_alike, RESERVED_IDS))
     entries = []
     for path in candidates:
         name = path.name if path.is_dir() else path.stem
-        usable = [n for n in (name, path.name) if id_of(n) == n and n.casefold() not in taken]
+        usable = [n for n in (name, path.name) if id_of(n) == n and not _alike(n) & taken]
         chosen = usable[0] if usable else f"{id_of(name)}-{hashlib.sha256(os.fsencode(path.name)).hexdigest()[:8]}"
         base, extra = chosen, 1
-        while chosen.casefold() in taken:  # a classmate named their folder after this one's hash
+        while _alike(chosen) & taken:  # a classmate named their folder after this one's hash
             extra += 1
             chosen = f"{base}-{extra}"
-        taken.add(chosen.casefold())
+        taken |= _alike(chosen)
         entries.append(Entry(chosen, path))
     return entries
+
+
+def _alike(submission_id: str) -> set[tuple[str, str]]:
+    """What no two ids of a batch may share: their case-folded form and their skeleton (what they look like)."""
+    return {("case", submission_id.casefold()), ("looks", skeleton(submission_id))}
 
 
 def key(entry: Entry, selection: Selection) -> str:

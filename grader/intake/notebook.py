@@ -6,6 +6,12 @@ at the top of a cell (a training loop, a print, a plot, `!pip`, a magic) is left
 notebook that trains for an hour grades in seconds and nothing it printed ever counts. As in the
 notebook, a name defined twice keeps its last definition. Nothing here runs the notebook: cells are
 parsed (`ast`) in the trusted process and run, like any submission, only in the sandbox.
+
+A constant is kept only when nothing in it runs code at import: its value and its annotation alike
+(`STEPS: exec(SRC) = 3` is code). A function or class is kept whole, as its cell wrote it: its decorators,
+defaults, annotations and class body run at import, as its body runs when called, in the sandbox. What a
+file is made of is exactly the statements judged, never the rest of their lines (`X = 1; train()`), and the
+notebooks' names reach it only as one-line comments (a file name may hold newlines).
 """
 
 from __future__ import annotations
@@ -16,12 +22,15 @@ import re
 from dataclasses import dataclass, field
 
 from grader.curriculum import EXERCISES
+from grader.text import clean
 
 MAX_NOTEBOOK_BYTES = 32 * 2**20  # outputs (plots) make notebooks large; only the code cells are kept
 OWNER = {name: exercise.file for exercise in EXERCISES for name in exercise.names}  # contract name -> its file
 CONSTANT_CALLS = frozenset({"float", "int", "bool", "str", "tuple", "frozenset", "range"})
 _MAGIC = re.compile(r"^(\s*)[%!].*$", re.MULTILINE)
 _USE = re.compile(r"^\s*%grader\s+use\s+(.+?)\s*$", re.MULTILINE)
+# A line as Python counts them (ast's line numbers): `\n`, `\r\n` and `\r` end one, nothing else.
+_PYTHON_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
 class NotebookError(ValueError):
@@ -108,13 +117,13 @@ def _parse(found: list[Cell]) -> _Parsed:
                 definitions[defined] = _Definition(defined, "", cell.where, (order, 0), broken=why)
             parsed.cells_left_out.add(cell.where)
             continue
-        lines = source.splitlines(keepends=True)
+        lines = _PYTHON_LINE.findall(source)  # not str.splitlines: it also ends a line at \x0c, \u2028, ...
         for statement in tree.body:
             if isinstance(statement, (ast.Import, ast.ImportFrom)):
-                parsed.imports.append((statement, _lines(lines, statement)))
+                parsed.imports.append((statement, _code(lines, statement)))
             elif (name := _defined_name(statement)) is not None:
-                definitions[name] = _Definition(name, _lines(lines, statement), cell.where, (order, statement.lineno),
-                                                uses=frozenset(_names_used(statement)))
+                definitions[name] = _Definition(name, _code(lines, statement), cell.where,
+                                                (order, statement.lineno), uses=frozenset(_names_used(statement)))
             elif not isinstance(statement, ast.Pass):  # a magic's line, already counted as a cell left out
                 parsed.left_out += 1
                 parsed.cells_left_out.add(cell.where)
@@ -145,7 +154,7 @@ def script(found: list[Cell]) -> tuple[str, list[str]]:
     parts = list(dict.fromkeys(code for statement, code in parsed.imports if not _is_future(statement)))
     for definition in sorted(parsed.definitions.values(), key=lambda d: d.order):
         body = definition.code or f"raise ImportError({definition.broken!r})\n"
-        parts.append(f"\n# {definition.where}\n{body}")
+        parts.append(f"\n{_comment(definition.where)}{body}")
     return "".join(parts), [name for name, d in parsed.definitions.items() if d.code]
 
 
@@ -180,7 +189,8 @@ def _file(filename: str, roots: list[_Definition], definitions: dict[str, _Defin
     for module, names in sorted(from_siblings.items()):
         parts.append(f"from .{module} import {', '.join(sorted(set(names)))}\n")
     for definition in sorted(chosen.values(), key=lambda d: d.order):
-        parts.append(f"\n\n# {definition.where}\n{definition.code}")
+        # Never on line 1 or 2, where a comment's `coding: utf-7` would choose how the file is read.
+        parts.append(f"\n\n{_comment(definition.where)}{definition.code}")
     return "".join(parts)
 
 
@@ -188,10 +198,24 @@ def _text(source: object) -> str:
     return "".join(source) if isinstance(source, list) else str(source)
 
 
-def _lines(lines: list[str], statement: ast.stmt) -> str:
-    first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", []))])
-    text = "".join(lines[first - 1:statement.end_lineno])
+def _code(lines: list[str], statement: ast.stmt) -> str:
+    """The text of `statement` as its cell wrote it: a function's or class's whole lines (decorators included),
+    a simple statement's own columns, never the statements that share its line (`SCALE = 2; train()`)."""
+    end = statement.end_lineno or statement.lineno
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        first = min([statement.lineno, *(d.lineno for d in statement.decorator_list)])
+        text = "".join(lines[first - 1:end])
+    else:  # ast.get_source_segment's columns, without splitting the whole cell again for every statement
+        text = "".join(lines[statement.lineno - 1:end]).encode()  # columns count UTF-8 bytes
+        cut = len(text) - len(lines[end - 1].encode()) + (statement.end_col_offset or 0)
+        text = text[statement.col_offset:cut].decode()
     return text if text.endswith("\n") else text + "\n"
+
+
+def _comment(where: str) -> str:
+    """A comment line naming the cell a definition comes from: one line whatever the notebook's name holds
+    (`lab\\nimport os\\n.ipynb` would make the rest of its name code), its control characters escaped."""
+    return f"# {clean(where, newlines=False)}\n"
 
 
 def _defined_name(statement: ast.stmt) -> str | None:
@@ -201,8 +225,8 @@ def _defined_name(statement: ast.stmt) -> str | None:
     target = None
     if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
         target = statement.targets[0]
-    elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
-        target = statement.target
+    elif isinstance(statement, ast.AnnAssign) and statement.value is not None and _constant(statement.annotation):
+        target = statement.target  # a module's annotation runs at import, as its value does
     if isinstance(target, ast.Name) and _constant(statement.value):
         return target.id
     return None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -18,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from grader.batch.schedule import discover
 from grader.host.bubblewrap import bwrap_problem
+from grader.text import skeleton
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "NO_COLOR": "1"}
@@ -264,3 +267,44 @@ def test_reports_written_inside_the_submissions_folder_are_no_submission(tmp_pat
     assert [run.returncode for run in runs] == [0, 0], runs[-1].stderr
     rows = [row["id"] for row in csv.DictReader((out / "grades.csv").open())]
     assert rows == ["alice"] and "1 submissions" in runs[-1].stdout, (rows, runs[-1].stdout)
+
+
+# Three folders, one name to the eye: a Latin o, a Greek omicron, a Cyrillic o.
+LOOK_ALIKES = ("bob", "b\u03bfb", "b\u043eb")
+
+
+def test_names_that_look_alike_get_ids_a_person_can_tell_apart(tmp_path):
+    names = (*LOOK_ALIKES, "alice", "\uff42\uff4f\uff42.zip")  # and a fullwidth bob, in a zip
+    for folder, order in ((tmp_path / "one", names), (tmp_path / "two", names[::-1])):
+        folder.mkdir()
+        for name in order:
+            if name.endswith(".zip"):
+                zipfile.ZipFile(folder / name, "w").close()
+            else:
+                (folder / name).mkdir()
+    entries = discover(tmp_path / "one")
+    ids = {entry.path.name: entry.id for entry in entries}
+    assert [e.id for e in discover(tmp_path / "two")] == [e.id for e in entries], "ids must be the same on every run"
+    assert discover(tmp_path / "one") == entries
+    assert ids["alice"] == "alice" and ids["bob"] == "bob", "a name nothing looks like should be its own id"
+    assert len(set(ids.values())) == len(ids), ids
+    read_as = {i.casefold().replace("\u03bf", "o").replace("\u043e", "o") for i in ids.values()}  # what one reads
+    assert len(read_as) == len(ids) and len({skeleton(i) for i in ids.values()}) == len(ids), ids
+    for name in LOOK_ALIKES[1:]:
+        assert re.fullmatch(rf"{name}-[0-9a-f]{{8}}", ids[name]), f"{name!r} should be told apart by a hash: {ids}"
+    assert re.fullmatch(r"bob-[0-9a-f]{8}", ids["\uff42\uff4f\uff42.zip"]), ids  # written plainly (NFKC), told apart
+
+
+def test_each_look_alike_gets_its_own_row_and_keeps_its_name_in_its_report(tmp_path):
+    for name in LOOK_ALIKES:
+        (tmp_path / "class" / name).mkdir(parents=True)  # no exercise file: each is refused, quickly
+    run = batch(tmp_path / "class", tmp_path / "out")
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = [row["id"] for row in csv.DictReader((tmp_path / "out" / "grades.csv").open(encoding="utf-8"))]
+    assert sorted(rows) == sorted(entry.id for entry in discover(tmp_path / "class")) and len(set(rows)) == 3, rows
+    names = {}
+    for submission_id in rows:
+        report = json.loads((tmp_path / "out" / f"{submission_id}.json").read_text(encoding="utf-8"))
+        assert report["id"] == submission_id and report["status"] == "refused", report
+        names[report["submission_name"]] = submission_id
+    assert set(names) == set(LOOK_ALIKES), names

@@ -8,6 +8,7 @@ a definition in a cell of their own.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import zipfile
@@ -20,6 +21,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from grader.curriculum import EXERCISES
 from grader.intake import notebook
 from grader.intake.submission import load
+from grader.text import clean
 
 REPO = Path(__file__).resolve().parents[2]
 SOLUTIONS = REPO / "solutions"
@@ -172,3 +174,75 @@ def test_a_notebook_graded_alone_never_reads_the_notebooks_it_names(tmp_path: Pa
            "def causal_average(x):\n    return x\n")
     loaded = load(tmp_path / "mine.ipynb")
     assert list(loaded.files) == ["masking.py"]
+
+
+# --- what a notebook cannot smuggle in: its name, an annotation, the rest of a line -------------------------
+
+# Notebook names are the student's: on Linux a file name may hold newlines (and so lines of code), a `coding:`
+# comment, bytes that are not UTF-8.
+CODE_LIKE_NAMES = ["lab\nimport os\nos._exit(0)\n#.ipynb", "lab\rimport os\r#.ipynb", "lab\u2028os._exit(0).ipynb",
+                   "-*- coding: utf-7 -*-.ipynb", "lab\udcff.ipynb"]
+# No import: a comment naming the notebook comes first in the file, where a `coding:` one would count.
+PLAIN_CELLS = ("NOTE = '+AGE-'  # UTF-7 would read an a", "print('an experiment')",
+               "def attention(query, key, value, dropout=None, mask=None):\n    return NOTE\n")
+
+
+def _statements(source: str) -> set[str]:
+    return {ast.get_source_segment(source, node) or "" for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.stmt)}
+
+
+@pytest.mark.parametrize("name", CODE_LIKE_NAMES, ids=repr)
+def test_a_notebooks_name_never_becomes_code(tmp_path: Path, name: str):
+    plain = load(_write(tmp_path / "lab.ipynb", *PLAIN_CELLS)).files["attention.py"]
+    made = load(_write(tmp_path / name, *PLAIN_CELLS)).files["attention.py"]
+    text = made.decode()
+    # Read as Python reads the file (its bytes: a `coding:` comment would count), it is the plain one's code.
+    assert ast.dump(ast.parse(made)) == ast.dump(ast.parse(plain)), text
+    assert not {"import os", "os._exit(0)"} & _statements(text), text
+    assert f"\n# cell 4 of {clean(name, newlines=False)}\ndef attention(" in text, "the comment should still say where"
+    cells = notebook.cells((tmp_path / name).read_bytes(), name=name)
+    source, names = notebook.script(cells)  # what `%grader use` runs in the student's kernel
+    assert ast.dump(ast.parse(source)) == ast.dump(ast.parse(notebook.script(
+        notebook.cells((tmp_path / "lab.ipynb").read_bytes(), name="lab.ipynb"))[0])), source
+    assert names == ["NOTE", "attention"]
+
+
+def test_a_constant_is_kept_only_when_its_annotation_runs_no_code_either():
+    """A module's annotations run at import: `STEPS: exec(SRC, globals()) = 3` is code, not a constant."""
+    made = _extract("SRC = 'print(1)'\nSTEPS: int = 3\nSCALE: exec(SRC, globals()) = 2\nSHIFT: math.tau = 1",
+                    "def attention(query, key, value, dropout=None, mask=None):\n    return STEPS * SCALE * SHIFT\n")
+    source = made.files["attention.py"].decode()
+    assert "STEPS: int = 3" in source and "SHIFT: math.tau = 1" in source, "a plain annotation should be kept"
+    assert "exec" not in source and "SCALE:" not in source, source
+    assert "left out 1 top-level statements that run code (in 1 cells)" in made.notes[0], made.notes
+    assert notebook.script([notebook.Cell("cell 1 of lab.ipynb", "X: exec('1') = 1\nY: float = 2.0")])[1] == ["Y"]
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\x0c", "\x1c", "\x85"], ids=repr)
+def test_a_kept_statement_brings_nothing_else_of_its_line(separator: str):
+    """`SCALE = 2; train()` keeps `SCALE = 2` alone; a separator Python does not end a line at (but
+    `str.splitlines` does) in a comment cannot shift which lines a definition is taken from."""
+    made = _extract("import math; print('imported')\nSCALE = 2; train_for_an_hour()",
+                    f"#{separator}\ntrain_for_an_hour()\n"
+                    "def attention(query, key, value, dropout=None, mask=None):\n"
+                    "    return math.pi * SCALE\n    pass\n")
+    source = made.files["attention.py"].decode()
+    assert "train_for_an_hour" not in source and "print" not in source, source
+    assert "import math\n" in source and "SCALE = 2\n" in source and "    return math.pi * SCALE\n    pass\n" in source
+    assert "left out 3 top-level statements that run code (in 2 cells)" in made.notes[0], made.notes
+    compile(source, "attention.py", "exec")
+
+
+@pytest.mark.slow
+def test_a_notebook_named_like_code_grades_as_the_same_notebook_named_plainly(warm_grader, tmp_path: Path):
+    cell = _as_notebook_cell((SOLUTIONS / "attention.py").read_text())
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "code-like").mkdir()
+    plain = _write(tmp_path / "plain" / "lab.ipynb", cell, "print('an experiment')")
+    code_like = _write(tmp_path / "code-like" / CODE_LIKE_NAMES[0], cell, "print('an experiment')")
+    runs = warm_grader.grade([(plain, ["attention"]), (code_like, ["attention"])])
+    for run in runs:
+        assert run.returncode == 0 and not run.report_problems(), run.describe()
+    scores = [run.exercise("attention")["score"] for run in runs]
+    assert scores[1] == scores[0] == 10, [run.feedback("attention") for run in runs]
