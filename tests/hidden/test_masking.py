@@ -4,7 +4,7 @@
 with the float64 golden of the reference. Each tolerance is derived from how far the float32
 reference lands from that golden on the same inputs. Vectorisation is judged twice: by the number of
 aten operations a call dispatches, which must not grow with T (counted in the worker), and by the
-submitted source, read here in the trusted process, which must show no Python loop (grader/loops.py).
+submitted source, read here in the trusted process, which must show no Python loop (grader/judge/loops.py).
 """
 
 import contextlib
@@ -78,12 +78,14 @@ def test_causal_average_is_vectorised(impl, ref, device, seed, grading):
             f"grows with T, so it loops over the positions (the reference runs {reference} at any T). Hint: build "
             "the (T, T) weight matrix once and replace the loop by one matrix product, weights @ x."
         )
-    loops = python_loops(grading.submission.files, "masking", "causal_average")
-    assert not loops, (
-        f"causal_average gives the right values, but its source loops in Python: {'; '.join(loops[:3])}. Hint: build "
-        "the (T, T) weight matrix once and replace the loop by one matrix product, weights @ x; the grader reads "
-        "the source, so the loop must be gone from it, not hidden."
-    )
+    refused = python_loops(grading.submission.files, "masking", "causal_average")
+    if refused:
+        lines = len({(r.file, r.line) for r in refused})
+        first, more = refused[0], f" (and {lines - 1} more line{'s' if lines > 2 else ''})" if lines > 1 else ""
+        raise AssertionError(
+            f"causal_average gives the right values, but the grader, which reads the source for any Python loop, "
+            f"could not accept {first}{more}. Hint: {first.hint}."
+        )
 
 
 @pytest.mark.points(1)
