@@ -48,9 +48,23 @@ class Connection:
     _release_pending: bool = False
 
     def ensure_started(self) -> WorkerProcess:
-        if self.process is None:
+        """The worker in use, or a new one; a sandbox that is gone before a worker can be asked of it is replaced
+        once, as `_ready_worker` replaces one whose worker cannot start, and then the run is the grader's failure."""
+        if self.process is not None:
+            return self.process
+        if self.sandbox_failure is not None:
+            raise WorkerStartError(self.sandbox_failure)
+        try:
             return self._use(self.start())
-        return self.process
+        except WorkerStartError as problem:
+            if self.restart is None:
+                self.sandbox_failure = str(problem)
+                raise
+        try:
+            return self._use(self.restart())
+        except WorkerStartError as problem:
+            self.sandbox_failure = str(problem)
+            raise
 
     def _use(self, process: WorkerProcess) -> WorkerProcess:
         """Take a new worker into use: the handles of the previous one mean nothing to it."""

@@ -4,7 +4,7 @@
 with the float64 golden of the reference. Each tolerance is derived from how far the float32
 reference lands from that golden on the same inputs. Vectorisation is judged twice: by the number of
 aten operations a call dispatches, which must not grow with T (counted in the worker), and by the
-submitted source, read here in the trusted process, which must show no Python loop (grader/judge/loops.py).
+submitted source, read here in the trusted process, which must show no Python loop (grader/judge/loops/).
 """
 
 import contextlib

@@ -148,3 +148,24 @@ def test_a_worker_whose_sandbox_died_before_it_started_is_retried_in_a_fresh_san
         assert session.connection.sandbox_failure is None
     finally:
         session.close()
+
+
+def test_a_sandbox_gone_before_its_first_worker_is_asked_for_makes_the_run_the_graders_failure():
+    """The race the late-failing bubblewrap can lose or win: the sandbox may be gone when the first worker is
+    asked for (the spawn request fails) rather than when it is awaited. Either way, one fresh sandbox is tried,
+    and then no test is the submission's failure: the run is the grader's (exit 3, no score)."""
+    from grader.host.connection import Connection
+    from grader.host.limits import Limits, WorkerStartError
+
+    tried = []
+
+    def gone():
+        tried.append(1)
+        raise WorkerStartError("the sandbox is gone: bwrap: setting up uid map: Permission denied")
+
+    connection = Connection(start=gone, limits=Limits.from_environment(), restart=gone)
+    for _ in range(3):
+        with pytest.raises(WorkerStartError):
+            connection.ensure_started()
+    assert len(tried) == 2, "the sandbox should be replaced once, and not asked again after that"
+    assert "setting up uid map" in (connection.sandbox_failure or "")

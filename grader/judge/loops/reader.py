@@ -1,0 +1,230 @@
+"""`reader` holds the loop reader: its bookkeeping, and the import-time code of files and class bodies."""
+
+from __future__ import annotations
+
+import ast
+
+from grader.judge.loops.scopes import _bindings, _chain, _Imported, _method, _Module, _Scope, _Unit
+from grader.judge.loops.statements import _FunctionBodies
+from grader.judge.loops.vocabulary import (
+    ANNOTATION_NODES,
+    ASSIGNMENTS,
+    DECORATORS,
+    FUNCTIONS,
+    Refusal,
+    _accepted_library,
+    _code,
+    _dunder,
+    _kind,
+    _refusal,
+    _torch_object,
+)
+
+
+class _Reader(_FunctionBodies):
+    def __init__(self, modules: dict[str, _Module]) -> None:
+        self.modules = modules
+        self.refusals: list[Refusal] = []
+        self.units: dict[int, _Unit] = {}
+        self.edges: dict[int, set[int]] = {}
+        self.todo: list[_Unit] = []
+        self.unit: _Unit | None = None
+        self.class_scopes: dict[int, _Scope] = {}
+        self.in_message = False  # reading the message of a raise, an assert or a print: text may be built there
+        self.methods: dict[str, list[_Unit]] = {}  # every method of the submission's classes, by name
+        for module in modules.values():
+            self.index_methods(module.tree.body, module.scope)
+
+    # --- bookkeeping
+
+    def index_methods(self, body: list[ast.stmt], scope: _Scope) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                inner = self.class_scope(node, scope)
+                for method in node.body:
+                    if isinstance(method, ast.FunctionDef):
+                        self.methods.setdefault(method.name, []).append(_method(method, node, inner))
+                self.index_methods(node.body, inner)
+
+    def refuse(self, message: str, node: ast.AST | int, scope: _Scope, **values: str) -> None:
+        line = node if isinstance(node, int) else getattr(node, "lineno", 1)
+        self.refusals.append(_refusal(scope.module.file, line, message, **values))
+
+    def queue(self, unit: _Unit) -> None:
+        if id(unit.node) not in self.units:
+            self.units[id(unit.node)] = unit
+            self.edges[id(unit.node)] = set()
+            self.todo.append(unit)
+
+    def reach(self, unit: _Unit) -> None:
+        """The unit being read names `unit`: read it too, and remember the edge (recursion is a cycle of them)."""
+        self.queue(unit)
+        if self.unit is not None and self.unit.name != "import":
+            self.edges[id(self.unit.node)].add(id(unit.node))
+
+    def run(self) -> None:
+        while self.todo:
+            self.unit = self.todo.pop(0)
+            node, scope = self.unit.node, self.unit.scope
+            if isinstance(node, ast.Module):
+                self.import_time(node.body, scope)
+            elif isinstance(node, FUNCTIONS):
+                inner = _Scope(node, scope.module, scope, _bindings(node.body, parameters=node.args),
+                               receiver=self.unit.receiver)
+                self.statements(node.body, inner)
+            elif isinstance(node, ast.ClassDef):
+                self.whole_class(node, scope)
+            elif isinstance(node, ASSIGNMENTS) and node.value is not None:
+                self.expression(node.value, scope)
+        self.recursion()
+
+    def recursion(self) -> None:
+        done: set[int] = set()
+        path: list[int] = []
+
+        def visit(key: int) -> list[int]:
+            if key in path:
+                return [*path[path.index(key):], key]
+            if key in done:
+                return []
+            path.append(key)
+            for callee in sorted(self.edges.get(key, ())):
+                if cycle := visit(callee):
+                    return cycle
+            path.pop()
+            done.add(key)
+            return []
+
+        for key in list(self.units):
+            if cycle := visit(key):
+                first = self.units[cycle[0]]
+                self.refuse("recursion", first.node, first.scope,
+                            code=" -> ".join(self.units[k].name for k in cycle))
+                return
+
+    # --- the top of a file, and class bodies
+
+    def import_time(self, body: list[ast.stmt], scope: _Scope) -> None:
+        self.twice(scope)
+        for node in body:
+            if isinstance(node, ast.Pass) or (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
+                continue
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                self.imports(node, scope)
+            elif isinstance(node, ast.FunctionDef):
+                method = isinstance(scope.node, ast.ClassDef)
+                if _dunder(node.name) and not (method and node.name == "__init__"):
+                    self.refuse("dunder", node, scope, code=f"def {node.name}")
+                self.header(node, scope)
+            elif isinstance(node, ast.ClassDef):
+                self.class_header(node, scope)
+            elif isinstance(node, ASSIGNMENTS):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    self.target(target, scope, names_only=True)
+                if isinstance(node, ast.AnnAssign):
+                    self.annotation(node.annotation, scope)
+                if isinstance(scope.node, ast.Module):
+                    name = _code(targets[0], 24)
+                    self.reach(_Unit(node, scope, name=name))
+                elif node.value is not None:
+                    self.expression(node.value, scope)
+            elif isinstance(node, ast.Expr):
+                self.expression(node.value, scope)
+            elif isinstance(node, ast.If):
+                self.refuse("top_if", node, scope, code=_code(node.test))
+            else:
+                self.refuse("top_code", node, scope, kind=_kind(node))
+
+    def twice(self, scope: _Scope) -> None:
+        for name, bindings in scope.names.items():
+            imports = {(b.library, b.module, b.attribute) for b in bindings if isinstance(b, _Imported)}
+            if len(bindings) > 1 and not (len(imports) == 1 and all(isinstance(b, _Imported) for b in bindings)):
+                lines = sorted(getattr(b, "lineno", getattr(b, "line", 1)) for b in bindings)
+                self.refuse("twice", lines[1], scope, code=name, first=str(lines[0]))
+
+    def imports(self, node: ast.Import | ast.ImportFrom, scope: _Scope) -> None:
+        for alias in node.names:
+            if alias.name == "*":
+                self.refuse("star", node, scope)
+            elif _dunder((alias.asname or alias.name).split(".")[0]):
+                self.refuse("dunder", node, scope, code=alias.asname or alias.name)
+
+    def header(self, node: ast.FunctionDef, scope: _Scope) -> None:
+        """What runs when a def runs: its decorators, defaults and annotations."""
+        self.decorators(node, scope)
+        for default in [*node.args.defaults, *filter(None, node.args.kw_defaults)]:
+            self.expression(default, scope)
+        arguments = [*node.args.posonlyargs, *node.args.args, node.args.vararg, *node.args.kwonlyargs,
+                     node.args.kwarg]
+        for annotation in [*(a.annotation for a in arguments if a is not None), node.returns]:
+            if annotation is not None:
+                self.annotation(annotation, scope)
+
+    def class_header(self, node: ast.ClassDef, scope: _Scope) -> None:
+        self.decorators(node, scope)
+        for base in node.bases:
+            self.base(base, scope)
+        for keyword in node.keywords:
+            self.refuse("class_keyword", keyword.value, scope, code=str(keyword.arg))
+        self.import_time(node.body, self.class_scope(node, scope))
+
+    def class_scope(self, node: ast.ClassDef, parent: _Scope) -> _Scope:
+        if id(node) not in self.class_scopes:
+            self.class_scopes[id(node)] = _Scope(node, parent.module, parent, _bindings(node.body))
+        return self.class_scopes[id(node)]
+
+    def base(self, node: ast.expr, scope: _Scope) -> None:
+        chain = _chain(node)
+        if chain is not None:
+            root, attributes = chain
+            found, bindings = scope.resolve(root.id)
+            if found is None and root.id == "object" and not attributes:
+                return
+            for binding in bindings:
+                if isinstance(binding, _Imported) and binding.library is not None:
+                    path = ".".join([binding.library, *attributes])
+                    if _accepted_library(path) and isinstance(_torch_object(path)[1], type):
+                        return
+                elif isinstance(binding, ast.ClassDef) and not attributes and found is not None:
+                    self.reach(_Unit(binding, found, name=binding.name))
+                    return
+        self.refuse("base", node, scope, code=_code(node))
+
+    def whole_class(self, node: ast.ClassDef, scope: _Scope) -> None:
+        """A class the code names: every method may run (operators run them unseen), and what it derives from."""
+        inner = self.class_scope(node, scope)
+        for base in node.bases:
+            self.base(base, scope)
+        for statement in node.body:
+            if isinstance(statement, ast.FunctionDef):
+                self.reach(_method(statement, node, inner))
+            elif isinstance(statement, ast.ClassDef):
+                self.reach(_Unit(statement, inner, name=statement.name))
+
+    def decorators(self, node: ast.FunctionDef | ast.ClassDef, scope: _Scope) -> None:
+        for decorator in node.decorator_list:
+            called = decorator.func if isinstance(decorator, ast.Call) else decorator
+            chain = _chain(called)
+            path = None
+            if chain is not None:
+                root, attributes = chain
+                found, bindings = scope.resolve(root.id)
+                if found is None and not attributes:
+                    path = root.id
+                elif len(bindings) == 1 and isinstance(bindings[0], _Imported) and bindings[0].library:
+                    path = ".".join([bindings[0].library, *attributes])
+            if path not in DECORATORS:
+                self.refuse("decorator", decorator, scope, code=_code(called))
+            elif isinstance(decorator, ast.Call):
+                self.arguments(decorator, scope, callee=path)
+
+    def annotation(self, node: ast.expr, scope: _Scope) -> None:
+        """An annotation runs when its def runs: only a type (names, attributes, subscripts, `|`, constants)."""
+        for inner in ast.walk(node):
+            plain = isinstance(inner, ANNOTATION_NODES) and not (isinstance(inner, ast.BinOp)
+                                                                 and not isinstance(inner.op, ast.BitOr))
+            named = inner.id if isinstance(inner, ast.Name) else inner.attr if isinstance(inner, ast.Attribute) else ""
+            if not plain or _dunder(named):
+                self.refuse("annotation", node, scope, code=_code(node))
+                return
