@@ -183,12 +183,19 @@ class Watcher:
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
+        self.errors: list[str] = []  # read as it comes: a full stderr pipe would stall the watch, not end it
         threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._read_errors, daemon=True).start()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
         for line in self.process.stdout:
             self.lines.put(line)
+
+    def _read_errors(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.errors.append(line)
 
     def wait_for(self, text: str, *, count: int = 1) -> str:
         """Everything printed so far, once `text` has appeared `count` times."""
@@ -209,9 +216,10 @@ class Watcher:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-            return None, ""
-        assert self.process.stderr is not None
-        return self.process.returncode, self.process.stderr.read()
+            return None, f"(still running 30 s after Ctrl-C; {len(self.errors)} lines on stderr)\n" + "".join(
+                self.errors[-20:])
+        time.sleep(0.2)  # the reader thread takes the last lines
+        return self.process.returncode, "".join(self.errors)
 
 
 def test_watch_checks_again_after_a_save_and_stops_cleanly_on_ctrl_c(grader_env, tmp_path: Path):
