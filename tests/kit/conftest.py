@@ -27,6 +27,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 GRADE_TIMEOUT_S = 180.0
 
+# A shell runs a background job with Ctrl-C ignored (`.ci/run ... &`), and an ignored signal stays ignored
+# in every child: `grader watch` and `grader batch` would then never see the Ctrl-C the tests send them, as
+# no user at a terminal would. The tests press Ctrl-C as a terminal does, so it must reach the children.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 # The submissions are data, not tests; one of them carries a hostile conftest.py that must
 # never be loaded into this session.
 collect_ignore = ["submissions"]
