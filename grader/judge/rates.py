@@ -1,24 +1,26 @@
 """`rates` measures a module's dropouts by what it computes: how often each drops, and how it scales what it keeps.
 
-Each contract module gets weights that turn its output into a trace of its dropouts: a feed-forward whose
-hidden units are all 1 and whose w2 copies them out, attention whose scores are all equal and whose
-values are ones. Every output is then 0 (dropped) or a known value times the scale of whatever dropout
-kept it, so the trace shows how many were dropped at each place and by what the rest were scaled,
-however the dropout is spelled: `nn.Dropout`, `F.dropout(x, p, self.training)`, the fused kernel's
-`dropout_p`, an inner module. Composite modules are measured part by part (`parts`), all parts in two
-requests to the worker: it loads the tracing weights and calls each part (`probes.run_traced`), and the
-outputs are judged here, in the trusted process.
+Each contract module gets weights and inputs whose output can be read back as a trace of its dropouts: each
+value is 0 (dropped) or its value without dropout times the scale of whatever dropout kept it, so the trace
+shows how many were dropped at each place and by what the rest were scaled, however the dropout is spelled:
+`nn.Dropout`, `F.dropout(x, p, self.training)`, the fused kernel's `dropout_p`, an inner module. Weights and
+inputs are random wherever the reading allows it (`tracers`), and the grader drives every call itself through
+the module's own methods, so a traced call is one more call with loaded weights, not a call of the kit's code
+in the worker. Composite modules are measured part by part (`parts`); the outputs are judged here, in the
+trusted process.
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
 
+from grader.host.failures import SubmissionFailure
 from grader.host.remote import Remote
-from grader.inside.shared import probes
-from grader.judge.tracers import SETUPS, Trace, part_info, within
+from grader.judge.structure import ModuleInfo, describe
+from grader.judge.tracers import SETUPS, Part, Setup, Trace, within
 
 Module = torch.nn.Module | Remote
 
@@ -34,27 +36,24 @@ def traces(listed: tuple[tuple[str, str], ...], module: Module, *, training: boo
     """Trace each listed part of `module` ((path for get_submodule, contract class), as `parts` gives), in
     training (or eval) mode; their weights are overwritten.
 
-    Two requests to a sandboxed module whatever the number of parts (`probes.parts_of`, `probes.run_traced`):
-    the worker loads the tracing weights and calls each part; the outputs are judged here.
+    Driven from here as any test drives a module: `describe` for the shapes, one `load_state_dict` for the
+    weights of every part, one `train`, then each part called on its inputs. No helper of the kit runs in the
+    worker for it (a submission can rewrite one there to see that it is being traced); the outputs are judged
+    here.
     """
-    probes = _probes(module)
-    found = probes.parts_of(module, [path for path, _ in listed])
-    if not isinstance(found, list) or len(found) != len(listed):
-        raise AssertionError(f"{what}: the parts could not be listed")
-    jobs, judges = [], []
-    for (path, kind), info in zip(listed, found, strict=True):
-        if not isinstance(info, dict):
+    info = describe(module)
+    for path, _ in listed:
+        if path and path not in info.classes:
             raise AssertionError(f"{what} has no submodule {path}. Hint: use the attribute names of the docstring.")
-        job, judge = SETUPS[kind](part_info(info))
-        jobs.append({"path": path, "training": training, "weights": None, "allow": [], **job})
-        judges.append(judge)
-    results = probes.run_traced(module, jobs)
-    if not isinstance(results, list) or len(results) != len(jobs):
-        raise AssertionError(f"{what}: the parts could not be called")
-    return [(path, judge(_outputs(result, kind, info)))
-            for (path, kind), judge, result, info in zip(listed, judges, results, found, strict=True)]
-
-
+    get = module.get_submodule if any(path for path, _ in listed) else None
+    handles = [get(path) if path and get is not None else module for path, _ in listed]
+    setups = [SETUPS[kind](_part(info, path, kind, handle))
+              for (path, kind), handle in zip(listed, handles, strict=True)]
+    _load(module, info, listed, setups)
+    module.train(training)
+    torch_there = _torch_of(module)
+    return [(path, setup.run(_Calls(handle, torch_there), training))
+            for (path, _), setup, handle in zip(listed, setups, handles, strict=True)]
 def expect_dropout(kind: str, module: Module, p: float, *, what: str, hint: str = "", training: bool = True,
                    n_layers: int = 2) -> None:
     """Fail as feedback unless every dropout of `module` (a contract module of class `kind`, or each contract
@@ -107,24 +106,93 @@ def parts(kind: str, n_layers: int = 2) -> tuple[tuple[str, str], ...]:
     return contracted.get(kind, (("", kind),))
 
 
-def _probes(module: Module) -> Any:
-    """The probes module where `module` lives: the worker's for a sandboxed module, this process's otherwise."""
+def _torch_of(module: Module) -> Any:
+    """The torch where `module` lives, for a plain torch function to hand it (torch.ones_like)."""
     if isinstance(module, Remote):
-        module._check_alive()
-        return module._connection.import_module("probes")
-    return probes
+        return module._connection.import_module("torch")
+    return torch
 
 
-def _outputs(result: object, kind: str, info: dict[str, Any]) -> list[object]:
-    """A part's outputs from `probes.run_traced`, failing as feedback on weight names the part lacks."""
-    if isinstance(result, dict) and isinstance(result.get("unexpected"), list) and result["unexpected"]:
-        have = sorted(part_info(info).parameters)[:4] or "none"
-        raise AssertionError(f"{kind} has no parameter or buffer {str(result['unexpected'][0])!r}; its parameters "
-                             f"start {have}. Hint: the grader loads weights by name: use the attribute names of "
-                             "the docstring.")
-    outputs = result.get("outputs") if isinstance(result, dict) else None
-    if not isinstance(outputs, list) or not outputs:
-        raise AssertionError(f"{kind} gave no output")
-    return outputs
+def _part(info: ModuleInfo, path: str, kind: str, handle: Module) -> Part:
+    """What `describe` says the part at `path` is made of, every parameter under each of its names."""
+    prefix = f"{path}." if path else ""
+    parameters = {name[len(prefix):]: entry for primary, entry in _tensors(info.parameters).items()
+                  for name in (primary, *entry.get("aliases", ())) if name.startswith(prefix)}
+    buffers = {name[len(prefix):]: entry for name, entry in _tensors(info.buffers).items() if name.startswith(prefix)}
+    n_heads = None
+    if kind == "MultiHeadAttention":
+        with contextlib.suppress(AttributeError, SubmissionFailure):  # the setup says what is missing
+            n_heads = handle.n_heads
+    return Part(parameters, buffers, n_heads if type(n_heads) is int else repr(n_heads)[:40])
 
 
+def _load(module: Module, info: ModuleInfo, listed: tuple[tuple[str, str], ...], setups: list[Setup]) -> None:
+    """Load every part's weights in one call, by their names from `module`; then zero each parameter of those
+    parts that no weight names under any of its names (an extra bias would hide the trace), but the allowed."""
+    owners = [(path, setup) for (path, _), setup in zip(listed, setups, strict=True) if setup.weights is not None]
+    weights = {_under(path, name): w for path, setup in owners for name, w in setup.weights.items()}
+    if not weights:
+        return
+    _, unexpected = _keys(module.load_state_dict(weights, strict=False))
+    if unexpected:
+        name = unexpected[0]
+        path, kind = next(((path, kind) for path, kind in listed if not path or name.startswith(path + ".")),
+                          listed[0])
+        inside = sorted(n[len(path) + 1:] if path else n for n in info.parameters if not path or n.startswith(path))
+        shown = name[len(path) + 1:] if path else name
+        raise AssertionError(f"{kind} has no parameter or buffer {shown!r}; its parameters start "
+                             f"{inside[:4] or 'none'}. Hint: the grader loads weights by name: use the attribute "
+                             "names of the docstring.")
+    zeros = {}
+    for primary, entry in _tensors(info.parameters).items():
+        names = (primary, *entry.get("aliases", ()))
+        for path, setup in owners:
+            inside = [n[len(path) + 1:] if path else n for n in names if not path or n.startswith(path + ".")]
+            if inside and not any(n in weights for n in names) and not set(inside) & set(setup.allow):
+                dtype = getattr(torch, str(entry.get("dtype")), None)
+                zeros[primary] = torch.zeros(entry["shape"], dtype=dtype if isinstance(dtype, torch.dtype) else None)
+    if zeros:
+        module.load_state_dict(zeros, strict=False)
+
+
+def _tensors(listed: object) -> dict[str, dict[str, Any]]:
+    """The entries of `describe` whose shape is a list of sizes and whose names are strings: the worker's word."""
+    if not isinstance(listed, dict):
+        return {}
+    kept = {}
+    for name, entry in listed.items():
+        shape = entry.get("shape") if isinstance(entry, dict) else None
+        if isinstance(name, str) and isinstance(shape, list) and all(type(n) is int and 0 <= n < 2**31 for n in shape):
+            aliases = entry.get("aliases")
+            kept[name] = {**entry, "aliases": [a for a in aliases if isinstance(a, str)] if isinstance(aliases, list)
+                          else []}
+    return kept
+
+
+def _under(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _keys(result: object) -> tuple[list[str], list[str]]:
+    """load_state_dict's (missing, unexpected), read defensively: names the module reports."""
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        raise AssertionError("load_state_dict did not return its missing and unexpected keys")
+    missing, unexpected = ([str(name) for name in keys] if isinstance(keys, (list, tuple)) else [] for keys in result)
+    return missing, unexpected
+
+
+class _Calls:
+    """A part as a setup uses it: called, switched between modes, its buffers read."""
+
+    def __init__(self, part: Module, torch_there: Any) -> None:
+        self._part = part
+        self.torch = torch_there
+
+    def __call__(self, *args: object) -> object:
+        return self._part(*args)
+
+    def mode(self, training: bool) -> None:
+        self._part.train(training)
+
+    def buffer(self, name: str) -> object:
+        return getattr(self._part, name)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -18,6 +18,8 @@ from grader.judge.expect import expect_tensor
 
 BATCH, LENGTH = 16, 8
 VALUE_RTOL = 1e-4  # kept values are one float32 product away from their nominal value
+READ_RTOL = 1e-3  # values read back through random weights: float32 sums and a solve away from their nominal
+SHOWN = 0.2  # a no-dropout value under this is too small to read its ratio from
 SPREAD = 6.0  # standard deviations of a binomial count within which a rate counts as p
 
 
@@ -70,58 +72,109 @@ def within(site: Dropping, p: float) -> bool:
     return abs(site.dropped - site.seen * p) <= SPREAD * math.sqrt(site.seen * p * (1 - p)) + 0.5
 
 
-def _bernoulli(kind: str, values: torch.Tensor, site: str) -> Trace:
-    """Values whose no-dropout value is 1: each must be 0 or one common scale."""
-    values = values.detach().double().flatten()
-    if not bool(values.isfinite().all()):
+def _ratios(kind: str, ratios: torch.Tensor, site: str) -> Trace:
+    """Each value over its no-dropout value: each must be 0 (dropped) or one common scale."""
+    ratios = ratios.detach().double().flatten()
+    if not bool(ratios.isfinite().all()):
         return Trace(kind, (), None, 1, f"its {site} hold NaN or inf where every value is finite")
-    dropped = values == 0
-    kept = values[~dropped]
+    dropped = ratios.abs() <= READ_RTOL
+    kept = ratios[~dropped]
     if kept.numel() == 0:
-        return Trace(kind, (Dropping(site, int(dropped.sum()), values.numel()),), None, 1)
+        return Trace(kind, (Dropping(site, int(dropped.sum()), ratios.numel()),), None, 1)
     scale = float(kept.median())
-    off = (kept - scale).abs() > VALUE_RTOL * abs(scale)
+    off = (kept - scale).abs() > READ_RTOL * abs(scale)
     if bool(off.any()):
         return Trace(kind, (), scale, 1, f"of its {site}, those it kept came out {scale:.4f} and "
-                                         f"{float(kept[off][0]):.4f}: dropout scales every value it keeps alike")
-    return Trace(kind, (Dropping(site, int(dropped.sum()), values.numel()),), scale, 1)
+                                         f"{float(kept[off][0]):.4f} times their value without dropout: dropout "
+                                         "scales every value it keeps alike")
+    return Trace(kind, (Dropping(site, int(dropped.sum()), ratios.numel()),), scale, 1)
+
+
+def _unscaled(kind: str, weight: torch.Tensor, below: torch.Tensor, site: str) -> Trace:
+    """(B, T, T) softmax weights read without a no-dropout twin: a 0 where `below` is a drop (a softmax is never
+    0), and the rows with none dropped sum to the scale (1 without dropout)."""
+    weight = weight.detach().double()
+    if not bool(weight.isfinite().all()):
+        return Trace(kind, (), None, 1, f"its {site} hold NaN or inf where every value is finite")
+    dropped = (weight.abs() <= READ_RTOL * float(weight.abs().max().clamp_min(1e-12))) & below
+    whole = weight.sum(dim=-1)[~dropped.any(dim=-1)]
+    scale = float(whole.median()) if whole.numel() else None
+    return Trace(kind, (Dropping(site, int(dropped.sum()), int(below.sum()) * weight.shape[0]),), scale, 1)
+
+
+def _orthonormal(rows: int, columns: int) -> torch.Tensor:
+    """A random (rows, columns) float64 matrix with orthonormal columns (columns <= rows)."""
+    q, r = torch.linalg.qr(torch.randn(rows, columns, dtype=torch.float64))
+    return q * torch.sign(torch.diagonal(r))  # the sign makes the draw uniform
 
 
 # --- one tracing setup per contract module ------------------------------------------------------
-# Each takes what the worker says the part is made of and returns the job for `probes.run_traced` (weights,
-# arguments) and the judge of its outputs.
+# Each takes what the worker says the part is made of and returns the part's weights (loaded by name; None keeps
+# its own), the names of its own tensors those weights leave alone, and `run`, which calls the part through a
+# `Calls` and judges what came back. Weights and inputs are random wherever the judge can still read every
+# dropout from the output, so that a traced call looks like any other call with loaded weights.
 
-Judge = Callable[[list[object]], Trace]
+
+class Calls(Protocol):
+    """What a setup may do with its part: call it, switch its mode, read a buffer, and use the torch it lives with."""
+
+    torch: Any
+
+    def __call__(self, *args: object) -> object: ...
+
+    def mode(self, training: bool) -> None: ...
+
+    def buffer(self, name: str) -> object: ...
 
 
-def _feed_forward(info: Part) -> tuple[dict[str, object], Judge]:
+Run = Callable[[Calls, bool], Trace]
+
+
+@dataclass(frozen=True)
+class Setup:
+    weights: dict[str, torch.Tensor] | None
+    allow: tuple[str, ...]
+    run: Run
+
+
+def _feed_forward(info: Part) -> Setup:
     d_ff, d_model = _shape(info, "w1.weight", "FeedForward")
     dtype = _dtype(info, "w1.weight")
     width = min(d_model, d_ff)
-    weights = {  # every hidden unit relu(0 x + 1) = 1, and w2 copies the first ones out
-        "w1.weight": torch.zeros(d_ff, d_model), "w1.bias": torch.ones(d_ff),
-        "w2.weight": torch.eye(d_model, d_ff), "w2.bias": torch.zeros(d_model),
-    }
+    # Every hidden unit is relu of a random sum that is mostly positive; w2 maps the first `width` units out
+    # through orthonormal columns (read back exactly by its transpose) and has no use for the others, whose
+    # dropout cannot be seen when d_ff > d_model (the one pattern a submission could look for).
+    columns = _orthonormal(d_model, width)
+    w1 = torch.randn(d_ff, d_model, dtype=torch.float64) * (0.5 / math.sqrt(d_model))
+    b1 = torch.rand(d_ff, dtype=torch.float64) + 0.5
+    w2 = torch.zeros(d_model, d_ff, dtype=torch.float64)
+    w2[:, :width] = columns / math.sqrt(width)
+    b2 = torch.randn(d_model, dtype=torch.float64) * 0.1
+    weights = _cast({"w1.weight": w1, "w1.bias": b1, "w2.weight": w2, "w2.bias": b2}, dtype)
+    x = torch.randn(BATCH, LENGTH, d_model).to(dtype)
+    hidden = torch.relu(x.double() @ weights["w1.weight"].double().T + weights["w1.bias"].double())[..., :width]
 
-    def judge(outputs: list[object]) -> Trace:
-        out = _output(outputs[-1], what="FeedForward output", shape=(BATCH, LENGTH, d_model))
-        return _bernoulli("FeedForward", out[..., :width], "hidden activations")
+    def run(call: Calls, training: bool) -> Trace:
+        out = _output(call(x), what="FeedForward output", shape=(BATCH, LENGTH, d_model)).double()
+        seen = (out - weights["w2.bias"].double()) @ columns * math.sqrt(width)  # (m * hidden * scale)
+        shown = hidden >= SHOWN
+        return _ratios("FeedForward", seen[shown] / hidden[shown], "hidden activations")
 
-    return {"weights": _cast(weights, dtype), "args": [torch.zeros(BATCH, LENGTH, d_model, dtype=dtype)]}, judge
+    return Setup(weights, (), run)
 
 
-def _residual(info: Part) -> tuple[dict[str, object], Judge]:
+def _residual(info: Part) -> Setup:
     (d_model,) = _shape(info, "norm.weight", "ResidualConnection")
-    x = torch.zeros(BATCH, LENGTH, d_model, dtype=_dtype(info, "norm.weight"))
+    x = torch.randn(BATCH, LENGTH, d_model).to(_dtype(info, "norm.weight"))
 
-    def judge(outputs: list[object]) -> Trace:  # 0 + dropout(ones)
-        out = _output(outputs[-1], what="ResidualConnection output", shape=x.shape)
-        return _bernoulli("ResidualConnection", out, "outputs of the sublayer")
+    def run(call: Calls, training: bool) -> Trace:  # x + dropout(ones): the sublayer ignores what the norm gives
+        out = _output(call(x, call.torch.ones_like), what="ResidualConnection output", shape=x.shape)
+        return _ratios("ResidualConnection", out.double() - x.double(), "outputs of the sublayer")
 
-    return {"args": [x], "sublayer": True}, judge
+    return Setup(None, (), run)
 
 
-def _positional(info: Part) -> tuple[dict[str, object], Judge]:
+def _positional(info: Part) -> Setup:
     if "pe" not in info.buffers:
         raise AssertionError(f"PositionalEncoding has no buffer pe (buffers: {sorted(info.buffers)[:4]})")
     if len(info.buffers["pe"]["shape"]) != 3:
@@ -129,39 +182,53 @@ def _positional(info: Part) -> tuple[dict[str, object], Judge]:
                              "d_model). Hint: register pe.unsqueeze(0) as the buffer.")
     _, max_len, d_model = info.buffers["pe"]["shape"]
     dtype = getattr(torch, str(info.buffers["pe"]["dtype"]), torch.float32)
-    zeros = torch.zeros(BATCH, min(LENGTH, max_len), d_model, dtype=dtype)
+    x = torch.randn(BATCH, min(LENGTH, max_len), d_model).to(dtype)
 
-    def judge(outputs: list[object]) -> Trace:  # its pe in eval mode, then dropout(1 - pe + pe)
-        _output(outputs[0], what="PositionalEncoding output in eval mode", shape=zeros.shape)
-        out = _output(outputs[-1], what="PositionalEncoding output", shape=zeros.shape)
-        return _bernoulli("PositionalEncoding", out, "values of x + pe")
+    def run(call: Calls, training: bool) -> Trace:  # dropout(x + pe), read against x + its own pe
+        pe = _output(call.buffer("pe"), what="PositionalEncoding.pe", shape=(1, max_len, d_model))
+        nominal = (x + pe[:, : x.shape[1]].to(x.dtype)).double()
+        out = _output(call(x), what="PositionalEncoding output", shape=x.shape).double()
+        shown = nominal.abs() >= SHOWN
+        return _ratios("PositionalEncoding", out[shown] / nominal[shown], "values of x + pe")
 
-    return {"args": [zeros], "through_eval": True}, judge
+    return Setup(None, (), run)
 
 
-def _head(info: Part) -> tuple[dict[str, object], Judge]:
+def _head(info: Part) -> Setup:
     head_size, n_embd = _shape(info, "key.weight", "HeadAttention")
     block = info.buffers.get("tril", info.parameters.get("tril", {"shape": [LENGTH]}))["shape"][0]
     dtype = _dtype(info, "key.weight")
-    T = min(LENGTH, head_size, n_embd, block)
-    weights = {  # equal scores; the value of position s is e_s
-        "query.weight": torch.zeros(head_size, n_embd), "key.weight": torch.zeros(head_size, n_embd),
-        "value.weight": torch.eye(head_size, n_embd),
-    }
-    x = torch.eye(T, n_embd, dtype=dtype).expand(4 * BATCH, T, n_embd).contiguous()
+    # Each row of weights is read back from the output through the values, which needs T independent values:
+    # T well under head_size and n_embd keeps them far from singular.
+    T = max(1, min(LENGTH, head_size // 2, n_embd // 2, block))
+    weights = _cast({  # small scores: every weight of a row is near 1 / (t + 1), none too small to read
+        "query.weight": torch.randn(head_size, n_embd) * (0.2 / math.sqrt(n_embd)),
+        "key.weight": torch.randn(head_size, n_embd) * (0.2 / math.sqrt(n_embd)),
+        "value.weight": torch.randn(head_size, n_embd) / math.sqrt(n_embd),
+    }, dtype)
+    x = torch.randn(4 * BATCH, T, n_embd).to(dtype)
+    values = x.double() @ weights["value.weight"].double().T  # (B, T, head_size)
+    below = torch.ones(T, T, dtype=torch.bool).tril()
 
-    def judge(outputs: list[object]) -> Trace:
-        out = _output(outputs[-1], what="HeadAttention output", shape=(4 * BATCH, T, head_size))
-        out = out[..., :T]  # out[b, t, s]: the weight of s in row t
-        nominal = torch.ones(T, T).tril()
-        nominal = nominal / nominal.sum(dim=-1, keepdim=True)
-        below = nominal > 0
-        return _bernoulli("HeadAttention", out[:, below] / nominal[below].to(out.dtype), "attention weights")
+    def read(out: object) -> torch.Tensor:  # (B, T, T): out = weights @ values, solved for the weights
+        out = _output(out, what="HeadAttention output", shape=(4 * BATCH, T, head_size)).double()
+        return torch.linalg.lstsq(values.transpose(1, 2), out.transpose(1, 2)).solution.transpose(1, 2)
 
-    return {"weights": _cast(weights, dtype), "allow": ["tril"], "args": [x]}, judge
+    def run(call: Calls, training: bool) -> Trace:
+        if not training:  # every weight of a causal row is there (a softmax is never 0), and each row sums to 1
+            weight = read(call(x))
+            return _unscaled("HeadAttention", weight, below, "attention weights")
+        call.mode(False)
+        nominal = read(call(x))
+        call.mode(True)
+        weight = read(call(x))
+        return _ratios("HeadAttention", weight[:, below] / nominal[:, below], "attention weights")
 
-
-def _multi_head(info: Part) -> tuple[dict[str, object], Judge]:
+    return Setup(weights, ("tril",), run)
+def _multi_head(info: Part) -> Setup:
+    # Still the tracing weights (ones and identities, equal scores), which a module can recognise: with random
+    # weights the output dropout hides the weights of a row whenever it drops most of its outputs, and which
+    # rows can be read then depends on the dropout being measured.
     dim, _ = _shape(info, "wq.weight", "MultiHeadAttention")
     dtype = _dtype(info, "wq.weight")
     n_heads = info.n_heads
@@ -180,11 +247,11 @@ def _multi_head(info: Part) -> tuple[dict[str, object], Judge]:
     x = torch.ones(BATCH, LENGTH, dim, dtype=dtype)
     keep = torch.ones(LENGTH, LENGTH, dtype=torch.bool).tril().view(1, 1, LENGTH, LENGTH)  # row t: t + 1 keys
 
-    def judge(outputs: list[object]) -> Trace:
-        out = _output(outputs[-1], what="MultiHeadAttention output", shape=x.shape).double()
+    def run(call: Calls, training: bool) -> Trace:
+        out = _output(call(x, x, x, keep), what="MultiHeadAttention output", shape=x.shape).double()
         return _judge_multi_head(out, n_heads)
 
-    return {"weights": _cast(weights, dtype), "allow": ["mask"], "args": [x, x, x, keep]}, judge
+    return Setup(_cast(weights, dtype), ("mask",), run)
 
 
 def _judge_multi_head(out: torch.Tensor, n_heads: int) -> Trace:
@@ -215,11 +282,14 @@ def _judge_multi_head(out: torch.Tensor, n_heads: int) -> Trace:
                      "weights: dropout on the weights acts on the whole head at once")
     seen = kept > 0
     outputs = Dropping("outputs", int((whole[seen] == 0).sum()), int(seen.sum()) * out.shape[-1])
-    weights = Dropping("attention weights", int((n[..., 0] - kept).sum()), int(n.sum()) * BATCH * n_heads)
+    # A head whose every output is 0 had all its weights dropped, or all its outputs: which, it cannot say, so its
+    # weights are not counted (the count then leans a little low: by about 5% of p at p = 0.5).
+    rows = n[..., 0].expand_as(kept)
+    weights = Dropping("attention weights", int((rows - kept)[seen].sum()), int(rows[seen].sum()))
     return Trace("MultiHeadAttention", (weights, outputs), scale, 2)
 
 
-SETUPS: dict[str, Callable[[Part], tuple[dict[str, object], Judge]]] = {
+SETUPS: dict[str, Callable[[Part], Setup]] = {
     "FeedForward": _feed_forward, "ResidualConnection": _residual, "PositionalEncoding": _positional,
     "HeadAttention": _head, "MultiHeadAttention": _multi_head,
 }
@@ -227,23 +297,11 @@ SETUPS: dict[str, Callable[[Part], tuple[dict[str, object], Judge]]] = {
 
 @dataclass(frozen=True)
 class Part:
-    """What the worker says a part is made of (`probes.parts_of`): a claim, read defensively."""
+    """What `describe` says a part is made of (a claim: a lie only makes the weights fail to load)."""
 
     parameters: dict[str, dict[str, Any]]
     buffers: dict[str, dict[str, Any]]
     n_heads: object
-
-
-def part_info(found: dict[str, Any]) -> Part:
-    """A `probes.parts_of` entry as a Part, keeping only parameters and buffers whose shape is a list of ints."""
-    def tensors(value: object) -> dict[str, dict[str, Any]]:
-        if not isinstance(value, dict):
-            return {}
-        return {str(name): info for name, info in value.items()
-                if isinstance(info, dict) and isinstance(info.get("shape"), list)
-                and all(isinstance(n, int) for n in info["shape"])}
-
-    return Part(tensors(found.get("parameters")), tensors(found.get("buffers")), found.get("n_heads"))
 
 
 def _output(value: object, *, what: str, shape: tuple[int, ...] | torch.Size) -> torch.Tensor:

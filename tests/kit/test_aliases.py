@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from grader.inside.shared import probes
+from grader.judge.rates import expect_dropout
 from grader.judge.structure import describe, load_parameters
 from solutions import multi_head_attention, sublayers
 from solutions.config import ModelArgs
@@ -65,16 +66,12 @@ def test_one_module_under_two_contract_names_gets_each_its_own_mask():
     assert m.attn_dropout is on_weights and m.resid_dropout is on_output
 
 
-def test_traced_parts_list_every_name_and_zero_only_extra_parameters():
+def test_tracing_loads_every_name_and_zeroes_only_extra_parameters():
     m = SequentialFirst()
     m.extra = nn.Parameter(torch.ones(3))
-    (found,) = probes.parts_of(m, [""])
-    assert {"w1.weight", "net.0.weight", "extra"} <= set(found["parameters"])
-    weights = {name: torch.full_like(p, 2.0) for name, p in sublayers.FeedForward(4, 6).state_dict().items()}
-    (result,) = probes.run_traced(m, [{"path": "", "weights": weights, "allow": [], "training": False,
-                                       "args": [torch.zeros(1, 4)]}])
-    assert "outputs" in result
-    assert bool((m.net[0].weight == 2).all()) and bool((m.extra == 0).all())
+    expect_dropout("FeedForward", m, 0.0, what="FeedForward")
+    assert bool((m.net[0].weight == m.w1.weight).all()) and not bool((m.w1.weight == 0).all())
+    assert bool((m.extra == 0).all())
 
 
 def test_a_module_list_keeps_its_contract_name_over_an_alias():

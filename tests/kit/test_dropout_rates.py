@@ -3,6 +3,8 @@ eval mode; a fixed p, a missing 1 / (1 - p), a dropout left out or one that acts
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -10,7 +12,7 @@ from torch import nn
 
 from grader.judge.rates import measure, parts
 from grader.testing import expect_dropout
-from solutions import config, encoder, multi_head_attention, sublayers, transformer
+from solutions import config, encoder, head_attention, multi_head_attention, positional_encoding, sublayers, transformer
 
 
 class FunctionalFeedForward(nn.Module):
@@ -37,6 +39,47 @@ class AlwaysDroppingFeedForward(FunctionalFeedForward):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.w2(F.dropout(torch.relu(self.w1(x)), self.p, training=True))
+
+
+class FunctionalHead(head_attention.HeadAttention):
+    """F.dropout on the weights with the module's own flag, from a p kept as a number."""
+
+    def __init__(self, n_embd: int, head_size: int, block_size: int, dropout: float = 0.0) -> None:
+        super().__init__(n_embd, head_size, block_size)
+        self.p = dropout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        T = x.shape[1]
+        wei = self.query(x) @ self.key(x).transpose(-2, -1) * self.key.out_features ** -0.5
+        wei = F.dropout(wei.masked_fill(self.tril[:T, :T] == 0, -1e9).softmax(-1), self.p, self.training)
+        return wei @ self.value(x)
+
+
+class HeadDroppingOutputs(head_attention.HeadAttention):
+    """Drops the output, not the attention weights."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        T = x.shape[1]
+        wei = self.query(x) @ self.key(x).transpose(-2, -1) * self.key.out_features ** -0.5
+        return self.dropout(wei.masked_fill(self.tril[:T, :T] == 0, float("-inf")).softmax(-1) @ self.value(x))
+
+
+class HeadDroppingInEval(head_attention.HeadAttention):
+    """F.dropout(..., training=True) on the weights: drops in eval mode too."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        T = x.shape[1]
+        wei = self.query(x) @ self.key(x).transpose(-2, -1) * self.key.out_features ** -0.5
+        wei = wei.masked_fill(self.tril[:T, :T] == 0, float("-inf")).softmax(-1)
+        return F.dropout(wei, self.dropout.p, training=True) @ self.value(x)
+
+
+class UnscaledPositions(positional_encoding.PositionalEncoding):
+    """Drops x + pe with probability p but never scales the rest up."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x + self.pe[:, : x.shape[1]]
+        return y * (torch.rand_like(y) >= self.dropout.p) if self.training else y
 
 
 class FusedAttention(nn.Module):
@@ -69,7 +112,11 @@ def args(p: float) -> config.ModelArgs:
     ("MultiHeadAttention", lambda p: multi_head_attention.MultiHeadAttention(args(p), is_causal=True)),
     ("MultiHeadAttention", lambda p: FusedAttention(args(p))),
     ("Encoder", lambda p: encoder.Encoder(2, 8, 2, 12, p)),
-], ids=["FeedForward", "F.dropout", "ResidualConnection", "causal attention", "fused attention", "Encoder"])
+    ("HeadAttention", lambda p: head_attention.HeadAttention(16, 8, 8, p)),
+    ("HeadAttention", lambda p: FunctionalHead(16, 8, 8, p)),
+    ("PositionalEncoding", lambda p: positional_encoding.PositionalEncoding(16, dropout=p)),
+], ids=["FeedForward", "F.dropout", "ResidualConnection", "causal attention", "fused attention", "Encoder", "head",
+        "head with F.dropout", "positions"])
 def test_every_correct_spelling_passes_in_training_and_in_eval_mode(kind, make, p):
     torch.manual_seed(0)
     module = make(p)
@@ -86,6 +133,48 @@ def test_a_wrong_probability_or_scale_fails(make, says):
     torch.manual_seed(0)
     with pytest.raises(AssertionError, match=says):
         expect_dropout("FeedForward", make(0.3), 0.3, what="FeedForward")
+
+
+@pytest.mark.parametrize("kind, module, training, says", [
+    ("HeadAttention", HeadDroppingOutputs(16, 8, 8, 0.3), True, "times their value without dropout"),
+    ("HeadAttention", HeadDroppingInEval(16, 8, 8, 0.3), False, "in eval mode dropped"),
+    ("PositionalEncoding", UnscaledPositions(16, dropout=0.3), True, "scaled the values it kept by 1.0000"),
+    ("PositionalEncoding", positional_encoding.PositionalEncoding(16, dropout=0.1), True, "dropped"),
+], ids=["head drops its output", "head drops in eval mode", "positions unscaled", "positions at a fixed p"])
+def test_heads_and_positions_that_drop_wrongly_fail(kind, module, training, says):
+    torch.manual_seed(0)
+    with pytest.raises(AssertionError, match=says):
+        expect_dropout(kind, module, 0.3, what=kind, training=training)
+
+
+class PatternSpotter(sublayers.FeedForward):
+    """Keeps p = 0.1 whatever it is given, but drops with the p it was given whenever it thinks it is traced:
+    a helper of the kit on the call stack (the worker's old `probes.run_traced`), or weights in a tracing
+    pattern (all of w1 zero, its bias all one)."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0) -> None:
+        super().__init__(d_model, d_ff, 0.1)
+        self.asked = dropout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        helper = any(frame.filename.endswith("probes.py") for frame in inspect.stack())
+        pattern = bool((self.w1.weight == 0).all()) or bool((self.w1.bias == 1).all())
+        p = self.asked if helper or pattern else 0.1
+        return self.w2(F.dropout(torch.relu(self.w1(x)), p, self.training))
+
+
+def test_a_module_cannot_see_from_its_weights_or_the_stack_that_it_is_traced():
+    """The tracing weights are random and the calls come straight from the test, as a golden test's do."""
+    torch.manual_seed(0)
+    with pytest.raises(AssertionError, match=r"dropped \d+ of \d+ hidden activations \(1?\d%\)"):
+        expect_dropout("FeedForward", PatternSpotter(8, 12, 0.5), 0.5, what="FeedForward")
+
+
+def test_a_whole_transformer_is_traced_part_by_part():
+    torch.manual_seed(0)
+    model = transformer.Transformer(11, 13, d_model=16, n_heads=2, d_ff=16, dropout=0.3, max_seq_len=16)
+    expect_dropout("Transformer", model, 0.3, what="Transformer")
+    expect_dropout("Transformer", model, 0.3, what="Transformer", training=False)
 
 
 def test_dropout_in_eval_mode_fails():
