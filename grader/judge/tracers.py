@@ -1,8 +1,10 @@
-"""`tracers` holds, for each contract module that drops, the weights and inputs that turn its output into a
-trace of its dropouts, and the judge that reads the trace (see `rates`, which runs them).
+"""`tracers` holds, for each contract module that drops, the weights and inputs whose output can be read back
+as a trace of its dropouts, and the judge that reads it (see `rates`, which runs them).
 
-Every traced output is 0 (dropped) or a known value times the scale of whatever dropout kept it, so the
-trace shows how many were dropped at each place and by what the rest were scaled.
+Each value read back is 0 (dropped) or its value without dropout times the scale of whatever dropout kept it,
+so the trace shows how many were dropped at each place and by what the rest were scaled. The weights and
+inputs are random, drawn for each trace: a feed-forward's hidden units are read through orthonormal columns
+of w2, attention's weights are solved for from its output and its values.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ class Dropping:
 
 @dataclass(frozen=True)
 class Trace:
-    """One call of a module with tracing weights: each dropout's count, and the scale of the kept outputs."""
+    """A module's dropouts as read from its output: each one's count, and the scale of the kept values."""
 
     kind: str
     sites: tuple[Dropping, ...]
@@ -140,15 +142,16 @@ class Setup:
 def _feed_forward(info: Part) -> Setup:
     d_ff, d_model = _shape(info, "w1.weight", "FeedForward")
     dtype = _dtype(info, "w1.weight")
-    width = min(d_model, d_ff)
-    # Every hidden unit is relu of a random sum that is mostly positive; w2 maps the first `width` units out
-    # through orthonormal columns (read back exactly by its transpose) and has no use for the others, whose
-    # dropout cannot be seen when d_ff > d_model (the one pattern a submission could look for).
+    # Every hidden unit is relu of a random sum that is mostly positive. The first `width` units reach the output
+    # through orthonormal columns of w2, the others through random columns orthogonal to those: the first ones are
+    # read back exactly by the transpose, and no column of w2 is special to look at.
+    width = min(d_ff, max(1, d_model // 2), 64)
     columns = _orthonormal(d_model, width)
+    rest = torch.randn(d_model, d_ff - width, dtype=torch.float64)
+    rest = (rest - columns @ (columns.T @ rest)) / math.sqrt(d_ff)
     w1 = torch.randn(d_ff, d_model, dtype=torch.float64) * (0.5 / math.sqrt(d_model))
     b1 = torch.rand(d_ff, dtype=torch.float64) + 0.5
-    w2 = torch.zeros(d_model, d_ff, dtype=torch.float64)
-    w2[:, :width] = columns / math.sqrt(width)
+    w2 = torch.cat([columns / math.sqrt(width), rest], dim=1)
     b2 = torch.randn(d_model, dtype=torch.float64) * 0.1
     weights = _cast({"w1.weight": w1, "w1.bias": b1, "w2.weight": w2, "w2.bias": b2}, dtype)
     x = torch.randn(BATCH, LENGTH, d_model).to(dtype)
@@ -226,67 +229,124 @@ def _head(info: Part) -> Setup:
 
     return Setup(weights, ("tril",), run)
 def _multi_head(info: Part) -> Setup:
-    # Still the tracing weights (ones and identities, equal scores), which a module can recognise: with random
-    # weights the output dropout hides the weights of a row whenever it drops most of its outputs, and which
-    # rows can be read then depends on the dropout being measured.
     dim, _ = _shape(info, "wq.weight", "MultiHeadAttention")
     dtype = _dtype(info, "wq.weight")
     n_heads = info.n_heads
     if not isinstance(n_heads, int) or n_heads < 1 or dim % n_heads:
         shown = n_heads if isinstance(n_heads, int) else str(n_heads)
         raise AssertionError(f"MultiHeadAttention.n_heads is {shown}, expected the number of heads")
-    eye = torch.eye(dim)
-    # wo adds each feature to its neighbour in the same head, so that dropping before wo (a part of a sum)
-    # differs from dropping after it (the whole sum).
     head_dim = dim // n_heads
-    features = torch.arange(dim)
-    neighbour = features - features % head_dim + (features % head_dim + 1) % head_dim
-    mixing = eye.clone()
-    mixing[features, neighbour] += 1
-    weights = {"wq.weight": 0 * eye, "wk.weight": 0 * eye, "wv.weight": eye, "wo.weight": mixing}
-    x = torch.ones(BATCH, LENGTH, dim, dtype=dtype)
-    keep = torch.ones(LENGTH, LENGTH, dtype=torch.bool).tril().view(1, 1, LENGTH, LENGTH)  # row t: t + 1 keys
+    # Two positions (1 and 2 keys). Each output of position t is wo of the heads' weighted values: the weights
+    # are solved for from the outputs the output dropout kept, where those outnumber them (`_read_heads`).
+    T = min(2, head_dim)
+    rows = max(32, min(4 * BATCH * LENGTH // T, 4096 // dim))  # fewer for wide models: each row reads more
+    small = 0.2 / math.sqrt(dim)  # small scores: every weight near 1 / (t + 1), none too small to read
+    spread = 1 / math.sqrt(dim)
+    weights = _cast({"wq.weight": torch.randn(dim, dim) * small, "wk.weight": torch.randn(dim, dim) * small,
+                     "wv.weight": torch.randn(dim, dim) * spread, "wo.weight": torch.randn(dim, dim) * spread}, dtype)
+    x = torch.randn(rows, T, dim).to(dtype)
+    keep = torch.ones(T, T, dtype=torch.bool).tril().view(1, 1, T, T)  # row t: t + 1 keys
+    values = (x.double() @ weights["wv.weight"].double().T).view(rows, T, n_heads, head_dim)
+    heads = _Heads(values, weights["wo.weight"].double())
 
     def run(call: Calls, training: bool) -> Trace:
-        out = _output(call(x, x, x, keep), what="MultiHeadAttention output", shape=x.shape).double()
-        return _judge_multi_head(out, n_heads)
+        nominal = None
+        if training:
+            call.mode(False)
+            nominal = heads.read(call(x, x, x, keep))
+            call.mode(True)
+        read = heads.read(call(x, x, x, keep))
+        return heads.judge(read, nominal)
 
-    return Setup(_cast(weights, dtype), ("mask",), run)
+    return Setup(weights, ("mask",), run)
 
 
-def _judge_multi_head(out: torch.Tensor, n_heads: int) -> Trace:
-    if not bool(out.isfinite().all()):
-        return Trace("MultiHeadAttention", (), None, 2, "its output holds NaN or inf where every value is finite: is "
-                     "something dropped or masked before the softmax?")
-    # Head h of row t is (kept output) * 2 k / (t + 1) * scale, k the number of its t + 1 weights kept.
-    out = out.view(BATCH, LENGTH, n_heads, out.shape[-1] // n_heads)
-    first = out[:, 0][out[:, 0] != 0]  # row 0 has one key: its kept outputs are the scale itself (times 2, wo's)
-    if first.numel() == 0:
-        return Trace("MultiHeadAttention", (), None, 2, "every output of position 0 was 0")
-    scale = float(first.mean()) / 2
-    n = torch.arange(1, LENGTH + 1, dtype=torch.float64).view(1, LENGTH, 1, 1)
-    k = out * n / (2 * scale)
-    whole = k.round()
-    if not torch.allclose(k, whole, atol=1e-3) or bool((whole < 0).any()) or bool((whole > n).any()):
-        b, t, h, f = (int(i) for i in torch.nonzero(~torch.isclose(k, whole, atol=1e-3) | (whole < 0) | (whole > n))[0])
-        return Trace("MultiHeadAttention", (), scale, 2,
-                     f"output {f} of head {h} at position {t} came out {float(out[b, t, h, f]):.4f}, which no "
-                     f"dropout of the {t + 1} equal attention weights gives (each output is a whole number of "
-                     f"them times {2 * scale / (t + 1):.4f})")
-    kept = whole.amax(dim=-1)  # (B, T, heads): weights kept; 0 where the whole head was dropped
-    shared = (whole == kept[..., None]) | (whole == 0)
-    if not bool(shared.all()):
-        b, t, h, _ = (int(i) for i in torch.nonzero(~shared)[0])
-        return Trace("MultiHeadAttention", (), scale, 2,
-                     f"the features of head {h} at position {t} were built from different numbers of attention "
-                     "weights: dropout on the weights acts on the whole head at once")
-    seen = kept > 0
-    outputs = Dropping("outputs", int((whole[seen] == 0).sum()), int(seen.sum()) * out.shape[-1])
-    # A head whose every output is 0 had all its weights dropped, or all its outputs: which, it cannot say, so its
-    # weights are not counted (the count then leans a little low: by about 5% of p at p = 0.5).
-    rows = n[..., 0].expand_as(kept)
-    weights = Dropping("attention weights", int((rows - kept)[seen].sum()), int(rows[seen].sum()))
-    return Trace("MultiHeadAttention", (weights, outputs), scale, 2)
+@dataclass(frozen=True)
+class _Read:
+    """One output of attention read back: which outputs were 0, which positions were 0 throughout ("silent": all
+    their weights dropped), which could be solved for their weights, the weights (rows, T, heads, T), and why
+    no dropout gives it (or None)."""
+
+    dropped: torch.Tensor
+    silent: torch.Tensor
+    solved: torch.Tensor
+    weights: torch.Tensor
+    odd: str | None = None
+
+
+class _Heads:
+    """Reads attention's weights back from its output, for random values and a random wo."""
+
+    def __init__(self, values: torch.Tensor, mixing: torch.Tensor) -> None:
+        self.rows, self.T, self.n_heads, self.head_dim = values.shape  # values: (rows, T, heads, head_dim)
+        # What a weight of 1 on key s of head h adds to the output: wo's block h applied to that value.
+        by_head = mixing.view(mixing.shape[0], self.n_heads, self.head_dim)
+        self.adds = torch.einsum("rshd,ohd->rsho", values, by_head)  # (rows, T, heads, dim)
+
+    def read(self, out: object) -> _Read:
+        rows, T, n_heads, head_dim = self.rows, self.T, self.n_heads, self.head_dim
+        out = _output(out, what="MultiHeadAttention output", shape=(rows, T, n_heads * head_dim)).double()
+        weights = torch.full((rows, T, n_heads, T), math.nan, dtype=torch.float64)
+        solved = torch.zeros(rows, T, dtype=torch.bool)
+        if not bool(out.isfinite().all()):
+            return _Read(out == 0, solved, solved, weights, "its output holds NaN or inf where every value is finite: "
+                         "is something dropped or masked before the softmax?")
+        dropped = out == 0
+        silent = dropped.all(dim=-1)  # every weight dropped (all its outputs dropped instead: p ** dim)
+        for t in range(T):
+            unknowns = n_heads * (t + 1)
+            kept = ~dropped[:, t]
+            # Solved where the kept outputs outnumber the weights by 2: which rows those are is the output
+            # dropout's doing alone, so the rows solved are a fair sample of those not silent.
+            use = ~silent[:, t] & (kept.sum(dim=-1) >= unknowns + 2)
+            if not bool(use.any()):
+                continue
+            system = self.adds[use, : t + 1].permute(0, 3, 2, 1).reshape(-1, n_heads * head_dim, unknowns)
+            a = system * kept[use, :, None]  # outputs dropped weigh nothing
+            b = (out[use, t] * kept[use])[..., None]
+            c = torch.linalg.lstsq(a, b).solution
+            off = (a @ c - b).norm(dim=(1, 2)) > 1e-4 * b.norm(dim=(1, 2)) + 1e-9
+            if bool(off.any()):
+                return _Read(dropped, silent, solved, weights, f"its outputs at position {t} are not what dropping "
+                             "attention weights and outputs gives: dropout acts on each head's weights (all its "
+                             "features alike) and on the final output, not on a part of a sum")
+            weights[use, t, :, : t + 1] = c[..., 0].view(-1, n_heads, t + 1)
+            solved[:, t] = use
+        return _Read(dropped, silent, solved, weights)
+
+    def judge(self, read: _Read, nominal: _Read | None) -> Trace:
+        odd = read.odd or (nominal.odd if nominal is not None else None)
+        if odd is not None:
+            return Trace("MultiHeadAttention", (), None, 2, odd)
+        heard = ~read.silent
+        outputs = Dropping("outputs", int(read.dropped[heard].sum()), int(heard.sum()) * read.dropped.shape[-1])
+        dropped = seen = 0
+        ratios = []
+        for t in range(self.T):
+            solved = read.solved[:, t] & (nominal.solved[:, t] if nominal is not None else True)
+            got = read.weights[solved, t, :, : t + 1]
+            ratio = got / nominal.weights[solved, t, :, : t + 1] if nominal is not None else got
+            zero = ratio.abs() <= READ_RTOL
+            unknowns = self.n_heads * (t + 1)
+            # A silent position had all its weights dropped; it counts at the rate the others were solved.
+            share = int(solved.sum()) / max(1, int((~read.silent[:, t]).sum()))
+            added = round(share * int(read.silent[:, t].sum())) * unknowns
+            dropped += int(zero.sum()) + added
+            seen += ratio.numel() + added
+            if nominal is not None:
+                ratios.append(ratio[~zero])
+            else:  # no twin: a head with none dropped sums to the scale (its weights to 1 without dropout)
+                ratios.append(ratio.sum(dim=-1)[~zero.any(dim=-1)])
+        kept = torch.cat(ratios) if ratios else torch.zeros(0, dtype=torch.float64)
+        scale = float(kept.median()) if kept.numel() else None
+        if nominal is not None and scale is not None:
+            off = (kept - scale).abs() > READ_RTOL * abs(scale)
+            if bool(off.any()):
+                return Trace("MultiHeadAttention", (), scale, 2,
+                             f"of its attention weights, those it kept came out {scale:.4f} and "
+                             f"{float(kept[off][0]):.4f} times their value without dropout: dropout scales every "
+                             "value it keeps alike")
+        return Trace("MultiHeadAttention", (Dropping("attention weights", dropped, seen), outputs), scale, 2)
 
 
 SETUPS: dict[str, Callable[[Part], Setup]] = {

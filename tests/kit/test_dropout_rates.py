@@ -205,5 +205,5 @@ def test_the_trace_counts_every_weight_and_output_of_attention_once():
     trace = measure("MultiHeadAttention", multi_head_attention.MultiHeadAttention(args(0.0)))
     weights, outputs = trace.sites
     assert (weights.dropped, outputs.dropped, trace.scale) == (0, 0, 1.0)
-    assert weights.seen == 16 * 4 * sum(range(1, 9)) and outputs.seen == 16 * 8 * 16
+    assert weights.seen == 256 * 4 * (1 + 2) and outputs.seen == 256 * 2 * 16  # 256 rows of 2 positions
     assert len(parts("Transformer")) == 1 + 2 * 4 + 2 * 6
