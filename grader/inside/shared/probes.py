@@ -11,11 +11,17 @@ from torch import nn
 
 
 class FixedMask(nn.Module):
-    """A deterministic stand-in for dropout: multiplies by a fixed tensor (e.g. 0s and 2s)."""
+    """A deterministic stand-in for dropout: multiplies by a fixed tensor (e.g. 0s and 2s).
+
+    It looks like the nn.Dropout it replaces: `p` (the share of the mask that drops) and `inplace`, so that code
+    reading `self.dropout.p` for its own `F.dropout` runs; the tests then judge that code by its rates.
+    """
 
     def __init__(self, mask: torch.Tensor) -> None:
         super().__init__()
         self.register_buffer("mask", mask)
+        self.p = float((mask == 0).float().mean()) if mask.numel() else 0.0
+        self.inplace = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x * self.mask
