@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from grader.curriculum import BY_ID
 from grader.grade.reports import GradeReport
@@ -31,12 +33,23 @@ def points(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
+def say(console: Console, markup: str, *, indent: int = 0) -> None:
+    """One line of feedback: in a terminal, wrapped at word boundaries with its indent kept on every line; elsewhere
+    (a file, a pipe, CI's log) one line, whatever its length, so that it reads and greps whole."""
+    if console.is_terminal:
+        console.print(Padding(Text.from_markup(markup), (0, 0, 0, indent)))
+    else:
+        console.print(" " * indent + markup, soft_wrap=True)
+
+
 def render(report: GradeReport, console: Console, *, verbose: bool = False, files: Submission | None = None) -> None:
     """The score table, then each failing test with its message (every test when `verbose`)."""
     warn = Console(stderr=True, highlight=False, no_color=console.no_color)
     for warning in report.warnings:
         warn.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
-    table = Table(title=f"{escape(report.submission)} · {report.suite} tests · {report.device}", title_justify="left")
+    # The title above the table, not in it: a table's title wraps to the table's width, which breaks a long path.
+    say(console, f"[italic]{escape(report.submission)} · {report.suite} tests · {report.device}[/]")
+    table = Table()
     table.add_column("Exercise")
     table.add_column("Tests", justify="right")
     table.add_column("Points", justify="right")
@@ -59,13 +72,12 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False, file
             continue
         for test in shown:
             mark = {"passed": "[green]✔[/]", "skipped": "[dim]-[/]"}.get(test.outcome, "[red]✘[/]")
-            console.print(f"{mark} [bold]{escape(test.name.split('::')[-1])}[/] [dim]({exercise.id})[/]",
-                          soft_wrap=True)
+            say(console, f"{mark} [bold]{escape(test.name.split('::')[-1])}[/] [dim]({exercise.id})[/]")
             if test.message:
                 for line in test.message.splitlines():
-                    console.print(f"    {escape(line)}", soft_wrap=True)
+                    say(console, escape(line), indent=4)
     if unwritten:
-        console.print(f"[dim]○ {escape(clean(start_here(unwritten, files), newlines=False))}[/]", soft_wrap=True)
+        say(console, f"[dim]○ {escape(clean(start_here(unwritten, files), newlines=False))}[/]")
     console.print(f"[dim]Graded in {report.duration_s:.1f} s, torch {report.torch}, sandbox: {report.sandbox}.[/]")
 
 

@@ -100,14 +100,14 @@ def watch(submission: Path, exercise: str | None, *, console: Console, quick: bo
 
 def _check(checker: WarmChecker, submission: Path, exercise: str, console: Console, *, quick: bool) -> None:
     """One check, shown as `grader check` shows it: the first failure as soon as it is known, then the table."""
-    from grader.cli.render import render
+    from grader.cli.render import render, say
     from grader.intake.submission import SubmissionInputError, load
 
     def first(failure: FirstFailure) -> None:
-        console.print(f"[red]✘[/] [bold]{escape(clean(failure.test.split('::')[-1], newlines=False))}[/] "
-                      f"[dim](first failure; the table follows)[/]", soft_wrap=True)
+        say(console, f"[red]✘[/] [bold]{escape(clean(failure.test.split('::')[-1], newlines=False))}[/] "
+                     "[dim](first failure; the table follows)[/]")
         for line in clean(failure.message).splitlines():
-            console.print(f"    {escape(line)}", soft_wrap=True)
+            say(console, escape(line), indent=4)
 
     checked = checker.check(submission, exercise, on_first_failure=first)
     if checked.report is None:

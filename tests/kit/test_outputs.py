@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import fcntl
+import itertools
 import json
 import os
 import re
@@ -34,11 +35,11 @@ UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud80
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
-def in_a_terminal(args: list[str], cwd: Path, timeout: float = 180.0, **env: str):
+def in_a_terminal(args: list[str], cwd: Path, timeout: float = 180.0, columns: int = COLUMNS, **env: str):
     """`python -m grader ARGS` in a pseudo-terminal (TERM=xterm, colours on); returns (exit code, pyte screen)."""
     pyte = pytest.importorskip("pyte")
     master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, columns, 0, 0))
     environment = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR", "COLUMNS", "LINES")}
     environment.update(TERM="xterm", OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), **env)
     process = subprocess.Popen([sys.executable, "-m", "grader", *args], cwd=cwd, env=environment,
@@ -64,7 +65,7 @@ def in_a_terminal(args: list[str], cwd: Path, timeout: float = 180.0, **env: str
             os.killpg(process.pid, 9)
             process.wait()
         os.close(master)
-    screen = pyte.Screen(COLUMNS, ROWS)
+    screen = pyte.Screen(columns, ROWS)
     pyte.ByteStream(screen).feed(bytes(output))
     return code, screen
 
@@ -89,6 +90,29 @@ def test_an_error_message_cannot_draw_a_fake_score_table(tmp_path):
     report = json.loads(reports["json"].read_text())
     assert report["score"] == 0
     assert "\\x1b[2J" in report["exercises"][0]["tests"][0]["message"], "the message should be shown, quoted"
+
+
+def test_a_narrow_terminal_wraps_feedback_between_words(tmp_path):
+    """At 80 columns every long message wraps at a space and keeps its indent, and the title keeps the path whole."""
+    from grader.judge import variants
+
+    # A path that fits the terminal, but not with the rest of the title after it.
+    room = 76 - len(str(tmp_path / "exercises"))
+    submission = tmp_path / "lms-export-of-week-3-submissions"[: max(1, room)] / "exercises"
+    submission.mkdir(parents=True)
+    for name in ("attention.py", "masking.py"):
+        shutil.copyfile(REPO / "solutions" / name, submission / name)
+    variants.write(next(m for m in variants.mistakes("attention") if m.name == "no_scaling"), submission)
+    code, screen = in_a_terminal(["check", "attention", "--submission", str(submission)], cwd=tmp_path, columns=80)
+    lines = [line.rstrip() for line in screen.display]
+    shown = "\n".join(line for line in lines if line)
+    assert code == 0, shown
+    assert any(str(submission) in line for line in lines), f"the path was broken:\n{shown}"
+    messages = [line for line in lines if line.startswith("    ")]
+    assert len(messages) > len([line for line in lines if line.startswith("✘")]), f"nothing wrapped:\n{shown}"
+    for line, after in itertools.pairwise(lines):
+        broken = len(line) == 80 and line[-1].isalnum() and after[:1].isalnum()
+        assert not broken, f"a word broken across lines:\n{line}\n{after}"
 
 
 def test_show_quotes_the_error_message(grader_cli):
