@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,7 @@ from rich.text import Text
 
 from grader.curriculum import BY_ID
 from grader.grade.reports import GradeReport
+from grader.grade.scoring import WAITING, TestResult
 from grader.intake.submission import Submission
 from grader.student.next_step import start_here
 from grader.text import clean
@@ -26,6 +28,27 @@ STATUS_STYLE = {
     "not started": "[dim]○ not started[/]",
     "slow tests skipped": "[yellow]◐ slow tests skipped[/]",
 }
+
+
+# How scoring says that a structure test waits for the behaviour tests that confirm it (grade.scoring._confirmed).
+WAITS_FOR = re.compile(rf"^{re.escape(WAITING)}, and (?P<names>.+?) did not (?:pass|run) ")
+
+
+def _short(name: str) -> str:
+    return name.split("::")[-1]
+
+
+def _one_cause_once(tests: list[TestResult]) -> list[tuple[TestResult, list[TestResult]]]:
+    """Each failing test with the later ones whose message is the same, word for word (one NameError at import
+    fails every test alike): shown once, then named. Other tests stand alone."""
+    groups: dict[object, tuple[TestResult, list[TestResult]]] = {}
+    for test in tests:
+        key = test.message if test.outcome in ("failed", "error") and test.message else id(test)
+        if key in groups:
+            groups[key][1].append(test)
+        else:
+            groups[key] = (test, [])
+    return list(groups.values())
 
 
 def points(value: float) -> str:
@@ -70,12 +93,21 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False, file
                  if verbose or t.outcome in ("failed", "error") or (t.outcome == "skipped" and t.max_points)]
         if exercise.id in unwritten:
             continue
-        for test in shown:
+        for test, same in _one_cause_once(shown):
             mark = {"passed": "[green]✔[/]", "skipped": "[dim]-[/]"}.get(test.outcome, "[red]✘[/]")
-            say(console, f"{mark} [bold]{escape(test.name.split('::')[-1])}[/] [dim]({exercise.id})[/]")
-            if test.message:
-                for line in test.message.splitlines():
-                    say(console, escape(line), indent=4)
+            name = f"{mark} [bold]{escape(_short(test.name))}[/] [dim]({exercise.id})[/]"
+            waits = WAITS_FOR.search(test.message) if test.outcome == "failed" else None
+            if waits:  # a structure test waiting for a behaviour test: that one says what is wrong
+                names = waits["names"]
+                say(console, f"{name} [dim]counts once {escape(names)} pass{'es' * (' and ' not in names)}[/]")
+                continue
+            say(console, name)
+            for line in test.message.splitlines():
+                say(console, escape(line), indent=4)
+            if same:
+                shown_names = ", ".join(_short(other.name) for other in same[:3]) + (", ..." if len(same) > 3 else "")
+                say(console, f"[dim]and {len(same)} more test{'s' * (len(same) > 1)} fail the same way: "
+                             f"{escape(shown_names)}[/]", indent=4)
     if unwritten:
         say(console, f"[dim]○ {escape(clean(start_here(unwritten, files), newlines=False))}[/]")
     console.print(f"[dim]Graded in {report.duration_s:.1f} s, torch {report.torch}, sandbox: {report.sandbox}.[/]")

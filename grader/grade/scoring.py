@@ -220,6 +220,9 @@ def _outcome(pytest_outcome: str) -> TestOutcome:
         return TestOutcome.ERROR
 
 
+WAITING = "the names and shapes the submission reports count only once its behaviour confirms them"
+
+
 def _confirmed(raws: list[_Raw]) -> list[_Raw]:
     """A passed structure test fails when no behaviour test it names ran, or one of them did not pass."""
     by_function: dict[tuple[str, str], list[_Raw]] = {}
@@ -236,9 +239,8 @@ def _confirmed(raws: list[_Raw]) -> list[_Raw]:
             names = " and ".join(dict.fromkeys(name for name in raw.confirmed_by))
             why = "did not pass" if behaviour else "did not run"
             raw = replace(raw, outcome=TestOutcome.FAILED, message=(
-                f"the names and shapes the submission reports count only once its behaviour confirms them, and "
-                f"{names} {why} (loaded with the reference's weights by these names, the module must compute what "
-                "the reference computes): fix that first."))
+                f"{WAITING}, and {names} {why} (loaded with the reference's weights by these names, the module must "
+                "compute what the reference computes): fix that first."))
         result.append(raw)
     return result
 

@@ -47,6 +47,9 @@ _DIAGNOSED = pytest.StashKey[dict[str, str]]()  # exercise -> what its first fai
 _FAILED = pytest.StashKey[set[str]]()  # exercises with a failed test so far in this run
 DIAGNOSIS_CALL_TIMEOUT_S = 5.0  # the scenario's calls are small; a slow one means there is nothing to learn
 QUICK_SKIP = "skipped by --quick: run without --quick to earn these points"
+# Errors that say what is wrong with the code itself, whatever a test was checking: a name that is not defined, an
+# import that fails. A test's hint, about the symptom it looks for, would point away from them.
+_CODE_ERROR = re.compile(r"\braised (?:NameError|UnboundLocalError|ImportError|ModuleNotFoundError): ")
 _HINT = re.compile(r" Hint: .*$", re.MULTILINE)  # what a test says of the symptom it saw, to the end of its line
 # "SyntaxError: expected ':' (attention.py, line 3) (attention.py, line 3: def ...)": Python's own location, then ours.
 _LOCATED_TWICE = re.compile(r" \(([^()\s]+), line (\d+)\)(?= \(\1, line \2[:)])")
@@ -312,6 +315,8 @@ def feedback(error: BaseException, *, printed: str = "", exercise: str | None = 
     if len(message) > MAX_MESSAGE_CHARS:
         message = message[:MAX_MESSAGE_CHARS] + " [...]"
     message = _LOCATED_TWICE.sub("", message)
+    if _CODE_ERROR.search(message):
+        message = _HINT.sub("", message)  # the test's hint is about a symptom; this error names its own cause
     if diagnosis:
         message = _HINT.sub("", message) + ("\n" if diagnosis.startswith("Diagnosis: ") else " ") + diagnosis
     if printed:

@@ -154,6 +154,24 @@ def test_a_syntax_error_names_its_location_once(grader_cli, tmp_path: Path):
         assert "SyntaxError" in test["message"] and test["message"].count("line 4") == 1, test["message"]
 
 
+def test_an_undefined_name_is_shown_once_without_hints_about_other_causes(grader_cli, tmp_path: Path):
+    """A NameError fails every test alike: its message names the cause, so no test's hint about the symptom it looks
+    for is attached, and the terminal shows it once, then how many more tests fail the same way."""
+    submission = copy_exercise_files(SOLUTIONS, tmp_path / "sub")
+    source = (submission / "multi_head_attention.py").read_text()
+    typo = source.replace("/ math.sqrt(self.head_dim)", "/ math.sqrt(head_dimension)")
+    assert typo != source
+    (submission / "multi_head_attention.py").write_text(typo)
+    run = grader_cli.check(submission, tmp_path / "report.json", "multi_head_attention")
+    assert run.returncode == 0, run.describe()
+    named = [t["message"] for t in run.lost_tests("multi_head_attention") if "NameError" in t["message"]]
+    assert len(named) > 5 and not any("Hint:" in m for m in named), named[:3]
+    assert run.stdout.count("name 'head_dimension' is not defined") == 1, run.stdout
+    assert f"and {len(named) - 1} more tests fail the same way" in run.stdout, run.stdout
+    waiting = [line for line in run.stdout.splitlines() if "counts once" in line]
+    assert waiting and all(line.startswith("✘ test_") for line in waiting), run.stdout
+
+
 # --- the machine and the terminal ---------------------------------------------------------------
 
 
