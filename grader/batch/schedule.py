@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,9 +206,11 @@ class BatchStopped(Exception):
 class Slot:
     """A `grader.batch.slot` process: grades one submission at a time with torch and its sandbox ready."""
 
-    def __init__(self, device: str, stage_dir: Path) -> None:
+    def __init__(self, device: str, stage_dir: Path, environment: Mapping[str, str] | None = None) -> None:
+        """`environment` goes over this process's for the slot (a test picks an isolation tier this way)."""
         self._device = device
         self._stage_dir = stage_dir
+        self._environment = dict(environment or {})
         self._closed = False
         self._start()
 
@@ -217,7 +219,7 @@ class Slot:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "grader.batch.slot", self._device], cwd=kit_root(), stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self._log, text=True,
-            env={**os.environ, "OMP_NUM_THREADS": "1", "GRADER_STAGE_DIR": str(self._stage_dir)},
+            env={**os.environ, **self._environment, "OMP_NUM_THREADS": "1", "GRADER_STAGE_DIR": str(self._stage_dir)},
             preexec_fn=_die_with_batch,
         )
 

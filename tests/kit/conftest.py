@@ -1,8 +1,9 @@
 """Fixtures for the kit's own tests: run the grader's command line and read its JSON report.
 
 These tests know only the public contract (CONTRACT.md sections 3 and 4): the `grader check`
-command, its exit codes and the report it writes. The one exception is `warm_grader`, which grades many
-submissions through the warm slots `grader batch` and `grader watch` run, for tests that only read reports.
+command, its exit codes and the report it writes. The one exception is `warm_grader` (and `tier_graders`, the
+same at each isolation tier), which grades many submissions through the warm slots `grader batch` and
+`grader watch` run, for tests that only read reports.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -233,13 +234,17 @@ class WarmGrader:
     For tests that only read a submission's report; the command line itself is tested where it is the point.
     """
 
-    def __init__(self, workdir: Path, slots: int = WARM_SLOTS) -> None:
+    def __init__(self, workdir: Path, slots: int = WARM_SLOTS, *, environment: Mapping[str, str] | None = None,
+                 allow_unisolated: bool = False) -> None:
+        """`environment` goes over this process's in every slot (GRADER_BWRAP, GRADER_LANDLOCK, GRADER_SANDBOX pick
+        the tier); `allow_unisolated` is `--allow-unisolated`."""
         from grader.batch.schedule import Slot
 
         self._workdir = workdir
         self._stage = Path(tempfile.mkdtemp(prefix="kit-warm-"))
         self._stage.chmod(0o711)  # crossed, never listed, by bubblewrap running as uid 65534
-        self._slots = [Slot("auto", self._stage) for _ in range(slots)]
+        self._allow_unisolated = allow_unisolated
+        self._slots = [Slot("auto", self._stage, environment) for _ in range(slots)]
         self._count = 0
 
     def grade(self, requests: Sequence[tuple[Path, Sequence[str]]], *, quick: bool = False) -> list[Run]:
@@ -258,9 +263,10 @@ class WarmGrader:
             number, (submission, exercises) = numbered
             selection = select(list(exercises), None)
             report = self._workdir / f"warm-{first + number}.json"
+            isolation = Isolation(protect=tiers.exposure(selection.suite) or "",
+                                  allow_unisolated=self._allow_unisolated)
             job = Job(str(submission.resolve()), str(report), list(selection.exercises), selection.suite,
-                      WARM_BUDGET_S + 30, Isolation(protect=tiers.exposure(selection.suite) or ""), quick=quick,
-                      budget_s=WARM_BUDGET_S)
+                      WARM_BUDGET_S + 30, isolation, quick=quick, budget_s=WARM_BUDGET_S)
             args = ["check", *exercises, "--submission", str(submission), *(["--quick"] if quick else []), "(warm)"]
             slot = idle.get()
             started = time.monotonic()
@@ -288,6 +294,86 @@ def warm_grader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WarmGrader
     grader = WarmGrader(tmp_path_factory.mktemp("warm"))
     yield grader
     grader.close()
+
+
+class TierGraders:
+    """Warm graders by isolation tier (`bubblewrap`, `user`, `none`), each started when a batch first needs it:
+    `warm_grader` for bubblewrap, else slots whose processes meet the tier as a root grader without namespaces does
+    (`environment`).
+
+    A report names the tier that graded it (`sandbox`): a test at a tier checks it there, since a grader falls
+    back to a weaker tier on its own.
+    """
+
+    def __init__(self, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                 failing_bwrap: Path) -> None:
+        self._request = request
+        self._tmp_path_factory = tmp_path_factory
+        self._failing_bwrap = failing_bwrap
+        self._started: dict[str, WarmGrader] = {}
+
+    def problem(self, tier: str) -> str | None:
+        """None when this machine can grade at `tier`, else why not."""
+        from grader.host import tiers
+        from grader.host.bubblewrap import bwrap_problem
+
+        if tier == "bubblewrap":
+            return bwrap_problem()
+        if tier == "user":
+            return tiers.user_problem()
+        return None  # what every machine has left
+
+    def environment(self, tier: str) -> dict[str, str]:
+        """What a slot's environment needs to grade at `tier` below bubblewrap, as a root grader meets it.
+
+        `user`: namespaces refused, as in Docker (a `bwrap` that fails as it does there). `none`: Landlock off as
+        well, so that the user tier cannot prove the kit hidden from uid 65534 and `none` is what is left, which the
+        operator accepts (`--allow-unisolated`). Where the kit is hidden from others anyway the user tier would
+        hold: GRADER_SANDBOX=none is then the operator's choice of `none`.
+        """
+        environment = {"GRADER_BWRAP": str(self._failing_bwrap), "GRADER_SANDBOX": "auto"}
+        if tier == "none":
+            environment["GRADER_LANDLOCK"] = "off"
+            if os.geteuid() == 0 and not REPO.stat().st_mode & 0o005:
+                environment["GRADER_SANDBOX"] = "none"
+        return environment
+
+    def grade(self, requests: Mapping[str, Sequence[tuple[Path, Sequence[str]]]]) -> dict[str, list[Run]]:
+        """A Run per request of each tier, in order: each tier's requests in one warm batch at that tier.
+
+        Bubblewrap's batch goes first, in `warm_grader`'s slots; then the other tiers' batches side by side,
+        sharing WARM_SLOTS, since a slot of each is what costs (torch imported, a sandbox started); a tier's
+        slots are started with the first batch that needs them. A tier this machine cannot produce skips the test.
+        """
+        for tier in requests:
+            if (problem := self.problem(tier)) is not None:
+                pytest.skip(f"no {tier} tier here: {problem}")
+        runs = {}
+        if "bubblewrap" in requests:
+            runs["bubblewrap"] = self._request.getfixturevalue("warm_grader").grade(requests["bubblewrap"])
+        below = [tier for tier in requests if tier != "bubblewrap"]
+        for tier in below:
+            if tier not in self._started:
+                self._started[tier] = WarmGrader(
+                    self._tmp_path_factory.mktemp(f"warm-{tier}"), max(1, WARM_SLOTS // len(below)),
+                    environment=self.environment(tier), allow_unisolated=tier == "none")
+        with ThreadPoolExecutor(max(1, len(below))) as pool:
+            batches = {tier: pool.submit(self._started[tier].grade, requests[tier]) for tier in below}
+        runs.update((tier, batch.result()) for tier, batch in batches.items())
+        return {tier: runs[tier] for tier in requests}
+
+    def close(self) -> None:
+        """Stop every tier's slots at once: each waits for its sandbox to be torn down."""
+        with ThreadPoolExecutor(max(1, len(self._started))) as pool:
+            list(pool.map(WarmGrader.close, self._started.values()))
+
+
+@pytest.fixture(scope="session")
+def tier_graders(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                 failing_bwrap: Path) -> Iterator[TierGraders]:
+    graders = TierGraders(request, tmp_path_factory, failing_bwrap)
+    yield graders
+    graders.close()
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,8 @@ it would without the attack, the grader exits 0 with its report, and no later te
 Each submission in submissions/forgery/protocol_*/ holds the same correct `attention` as `protocol_baseline/`, plus
 an attack on the worker's reply pipe (found through the worker's own frames, as any code in the worker can find
 it). The call-time attacks strike once per sandbox: only the test whose call met the forgery may lose points,
-and it must say that the submission broke the protocol. Graded at the default tier only (bubblewrap).
+and it must say that the submission broke the protocol. Graded here at the default tier (bubblewrap), cold;
+test_forged_verdicts grades them at the user and none tiers.
 """
 
 from __future__ import annotations
