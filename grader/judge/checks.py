@@ -36,6 +36,11 @@ def manual_seed(value: int) -> None:
 # --- comparing tensors -------------------------------------------------------------------------
 
 
+# What a NaN is evidence of, whatever the test was after: a test's own hint speaks of wrong values, not of NaN.
+NAN_HINT = ("a softmax gives NaN where every value it normalises is -inf (is it over the keys, dim=-1, and can a "
+            "whole row be masked?), and exp() overflows to inf then NaN.")
+
+
 def assert_close(
     actual: Any,
     expected: torch.Tensor,
@@ -65,8 +70,7 @@ def assert_close(
         index = _index(bad_nan)
         raise AssertionError(
             f"{name} has {int(bad_nan.sum())} NaN value(s), first at index {index}; "
-            f"expected {expected_d[index].item():.6g}."
-            f"{suffix or ' Hint: look for exp() overflowing or a whole row of -inf.'}"
+            f"expected {expected_d[index].item():.6g}. Hint: {NAN_HINT}"
         )
     error = (actual_d - expected_d).abs()
     error = torch.where(actual_d == expected_d, torch.zeros_like(error), error)  # equal infinities

@@ -11,6 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import torch
 
 from grader.judge import variants
 
@@ -215,3 +216,15 @@ def test_a_terminal_that_cannot_show_a_character_never_crashes(grader_cli, grade
         assert run.returncode in (0, 1), run.describe()  # show exits 1: the attention it drew failed
         assert "Traceback" not in run.stderr and "UnicodeEncodeError" not in run.stdout + run.stderr, run.describe()
     assert "ValueError" in runs[0].stdout, runs[0].describe()
+
+
+def test_a_nan_gets_the_hint_for_a_nan_not_the_tests_hint_for_wrong_values():
+    """softmax(dim=-2) under a key mask fills the blocked columns with NaN: what follows is about NaN, not masks."""
+    from grader.judge.checks import NAN_HINT, assert_close
+
+    got = torch.tensor([0.5, float("nan")])
+    with pytest.raises(AssertionError) as failure:
+        assert_close(got, torch.tensor([0.5, 0.0]), atol=0.0, name="weights of blocked keys",
+                     hint="mask is a keep mask: set scores where mask == 0 to -inf before the softmax.")
+    assert "1 NaN value(s)" in str(failure.value) and NAN_HINT in str(failure.value)
+    assert "keep mask" not in str(failure.value), str(failure.value)
