@@ -85,3 +85,15 @@ def test_a_scaled_copy_of_the_reference_is_not_the_nearest_mistake():
 
     submission = SimpleNamespace(attention=SimpleNamespace(attention=scaled), probes=diagnosis.REFERENCE.probes)
     assert diagnosis.diagnose("attention", submission) == ()
+
+
+def test_scores_scaled_twice_are_not_told_they_are_divided_by_sqrt_dim():
+    """Dividing by head_dim (sqrt(head_dim) twice) equals dividing by sqrt(dim) when head_dim = sqrt(dim), as with
+    16 features in 4 heads: a scenario of another shape keeps the two apart, so this held-out mistake is not named."""
+    source = (Path(__file__).resolve().parents[2] / "solutions" / "multi_head_attention.py").read_text()
+    twice = source.replace("/ math.sqrt(self.head_dim)", "/ math.sqrt(self.head_dim) / math.sqrt(self.head_dim)")
+    assert twice != source
+    module = diagnosis.load_variant(variants.Variant("multi_head_attention", "scaled_twice", twice, None,
+                                                     Path(__file__)))
+    got = diagnosis.diagnose("multi_head_attention", diagnosis.Library({"multi_head_attention": module}))
+    assert got == (), f"scaled twice diagnosed as {[m.name for m in got]}"

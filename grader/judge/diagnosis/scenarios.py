@@ -73,6 +73,10 @@ def multi_head_attention_scenario(run: ScenarioRun) -> None:
     run.record("padding mask", lambda: non_causal(x, x, x, pad))
     run.record("causal", lambda: causal(x, x, x))
     run.record("causal and padding mask", lambda: causal(x, x, x, pad))
+    # With 16 features in 4 heads, head_dim = sqrt(dim): dividing by sqrt(dim) and dividing by sqrt(head_dim) twice
+    # coincide. Two heads of 8 tell them apart.
+    wide = run.module("MultiHeadAttention, 2 heads", lambda impl: mha(impl, False, n_heads=2))
+    run.record("self-attention, 2 heads of 8", lambda: wide(x, x, x))
     dropped = run.module("MultiHeadAttention", lambda impl: mha(impl, False))
 
     def with_fixed_dropout() -> object:
