@@ -97,3 +97,18 @@ def test_scores_scaled_twice_are_not_told_they_are_divided_by_sqrt_dim():
                                                      Path(__file__)))
     got = diagnosis.diagnose("multi_head_attention", diagnosis.Library({"multi_head_attention": module}))
     assert got == (), f"scaled twice diagnosed as {[m.name for m in got]}"
+
+
+@pytest.mark.parametrize("exercise, edit", [
+    ("decoder", ("self.cross_attn(y, memory, memory, src_mask)", "self.cross_attn(y, y, memory, src_mask)")),
+    ("transformer", ("y = self.tgt_embed(tgt) * math.sqrt(self.d_model)", "y = self.tgt_embed(tgt)")),
+], ids=["cross-attention keys from its own stream", "only the source embeddings scaled"])
+def test_a_bug_that_differs_where_a_known_mistake_does_is_not_given_its_name(exercise, edit):
+    """Each raises or differs from the reference in the facets where a catalogued mistake does ('src_mask and
+    tgt_mask are swapped', 'decode drops the memory'), and elsewhere not as that mistake does: no name."""
+    source = (Path(__file__).resolve().parents[2] / "solutions" / f"{exercise}.py").read_text()
+    held_out = source.replace(*edit)
+    assert held_out != source
+    module = diagnosis.load_variant(variants.Variant(exercise, "held_out", held_out, None, Path(__file__)))
+    got = diagnosis.diagnose(exercise, diagnosis.Library({exercise: module}))
+    assert got == (), f"diagnosed as {[m.name for m in got]}"

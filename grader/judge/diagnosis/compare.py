@@ -1,7 +1,7 @@
 """`compare` names the known mistakes a submission makes, by comparing its facets with the reference's and theirs.
 
-A mistake is diagnosed when the submission agrees with it on every facet where it differs from the
-reference, within a tolerance derived from how far the float32 reference lands from its float64 golden.
+A mistake is diagnosed when the submission agrees with it on every facet of its exercise's scenarios, within a
+tolerance derived from how far the float32 reference lands from its float64 golden.
 """
 
 from __future__ import annotations
@@ -108,23 +108,27 @@ def known_facets(exercise: str, device: str = "cpu") -> KnownFacets | None:
 
 
 def match(known: KnownFacets, submission: Facets) -> tuple[Mistake, ...]:
-    """The mistakes the submission agrees with wherever they differ from the reference; the most specific first.
+    """The mistakes the submission agrees with on every facet; the most specific first.
 
-    A mistake seen only in a costly facet (a loop, by its op count) must also agree on every cheap one,
-    so that the costly facet is computed only for a submission that is otherwise right.
+    Where a mistake differs from the reference, the submission must be within one tolerance of it; elsewhere,
+    where the mistake is the reference's near twin, as near to it as correct code can be. A bug of another
+    kind that happens to differ from the reference as a catalogued mistake does (raising at the same call, say)
+    then differs from that mistake somewhere else, and takes no name. Costly facets (a loop, by its op count)
+    are computed last, only for a submission that agrees on every cheap one.
     """
 
-    def agrees(name: str, facets: Facets) -> bool:
+    def agrees(name: str, facets: Facets, differs: tuple[str, ...]) -> bool:
         value = submission[name]
         if isinstance(value, Deferred):
             submission[name] = outcome(value.compute)
-        return distance(submission[name], facets[name]) <= known.tolerances[name]
+        near = 1.0 if name in differs else SEPARATION + 1.0
+        return distance(submission[name], facets[name]) <= near * known.tolerances[name]
 
     found: list[tuple[int, Mistake]] = []
     for mistake, differs, facets in known.mistakes:
-        costly = [name for name in differs if name in known.costly]
-        names = [*(name for name in facets if name not in known.costly), *costly] if costly else differs
-        if differs and all(agrees(name, facets) for name in names):  # cheap facets first: all() stops early
+        cheap = [name for name in facets if name not in known.costly]
+        names = [*sorted(cheap, key=lambda name: name not in differs), *(n for n in differs if n in known.costly)]
+        if differs and all(agrees(name, facets, differs) for name in names):  # all() stops at the first miss
             found.append((len(differs), mistake))
     if not found:
         return ()
