@@ -19,6 +19,9 @@ import torch
 from grader.judge.expect import expect_tensor
 
 BATCH, LENGTH = 16, 8
+# What a trace that no dropout explains says, and no more: the dropout could not be measured, for one of two reasons.
+UNREAD = ("so its dropout could not be measured: either a dropout acts somewhere the contract has none, or the rest "
+          "of forward computes something else (the other tests say what)")
 VALUE_RTOL = 1e-4  # kept values are one float32 product away from their nominal value
 READ_RTOL = 1e-3  # values read back through random weights: float32 sums and a solve away from their nominal
 SHOWN = 0.2  # a no-dropout value under this is too small to read its ratio from
@@ -86,9 +89,9 @@ def _ratios(kind: str, ratios: torch.Tensor, site: str) -> Trace:
     scale = float(kept.median())
     off = (kept - scale).abs() > READ_RTOL * abs(scale)
     if bool(off.any()):
-        return Trace(kind, (), scale, 1, f"of its {site}, those it kept came out {scale:.4f} and "
-                                         f"{float(kept[off][0]):.4f} times their value without dropout: dropout "
-                                         "scales every value it keeps alike")
+        return Trace(kind, (), scale, 1, f"of its {site}, read back from its output, some came out {scale:.4f} "
+                                         f"and others {float(kept[off][0]):.4f} times their value without dropout, "
+                                         f"which no dropout gives (it scales every value it keeps alike), {UNREAD}")
     return Trace(kind, (Dropping(site, int(dropped.sum()), ratios.numel()),), scale, 1)
 
 
@@ -213,18 +216,25 @@ def _head(info: Part) -> Setup:
     values = x.double() @ weights["value.weight"].double().T  # (B, T, head_size)
     below = torch.ones(T, T, dtype=torch.bool).tril()
 
-    def read(out: object) -> torch.Tensor:  # (B, T, T): out = weights @ values, solved for the weights
+    def read(out: object) -> torch.Tensor | None:  # (B, T, T): out = weights @ values, solved for the weights
         out = _output(out, what="HeadAttention output", shape=(4 * BATCH, T, head_size)).double()
-        return torch.linalg.lstsq(values.transpose(1, 2), out.transpose(1, 2)).solution.transpose(1, 2)
+        weight = torch.linalg.lstsq(values.transpose(1, 2), out.transpose(1, 2)).solution.transpose(1, 2)
+        if not bool((weight @ values - out).norm() <= 1e-4 * out.norm() + 1e-9):
+            return None  # not a weighting of value(x): nothing to read
+        return weight
 
     def run(call: Calls, training: bool) -> Trace:
+        unread = Trace("HeadAttention", (), None, 1,
+                       f"its output is not value(x) weighted by attention weights, {UNREAD}")
         if not training:  # every weight of a causal row is there (a softmax is never 0), and each row sums to 1
             weight = read(call(x))
-            return _unscaled("HeadAttention", weight, below, "attention weights")
+            return unread if weight is None else _unscaled("HeadAttention", weight, below, "attention weights")
         call.mode(False)
         nominal = read(call(x))
         call.mode(True)
         weight = read(call(x))
+        if nominal is None or weight is None:
+            return unread
         return _ratios("HeadAttention", weight[:, below] / nominal[:, below], "attention weights")
 
     return Setup(weights, ("tril",), run)
@@ -307,9 +317,9 @@ class _Heads:
             c = torch.linalg.lstsq(a, b).solution
             off = (a @ c - b).norm(dim=(1, 2)) > 1e-4 * b.norm(dim=(1, 2)) + 1e-9
             if bool(off.any()):
-                return _Read(dropped, silent, solved, weights, f"its outputs at position {t} are not what dropping "
-                             "attention weights and outputs gives: dropout acts on each head's weights (all its "
-                             "features alike) and on the final output, not on a part of a sum")
+                return _Read(dropped, silent, solved, weights, f"its outputs at position {t} are not wo of its "
+                             "values weighted by each head's attention weights (all its features alike), some of "
+                             f"those weights and outputs dropped, {UNREAD}")
             weights[use, t, :, : t + 1] = c[..., 0].view(-1, n_heads, t + 1)
             solved[:, t] = use
         return _Read(dropped, silent, solved, weights)
@@ -343,9 +353,9 @@ class _Heads:
             off = (kept - scale).abs() > READ_RTOL * abs(scale)
             if bool(off.any()):
                 return Trace("MultiHeadAttention", (), scale, 2,
-                             f"of its attention weights, those it kept came out {scale:.4f} and "
-                             f"{float(kept[off][0]):.4f} times their value without dropout: dropout scales every "
-                             "value it keeps alike")
+                             f"of its attention weights, read back from its output, some came out {scale:.4f} and "
+                             f"others {float(kept[off][0]):.4f} times their value without dropout, which no dropout "
+                             f"gives (it scales every value it keeps alike), {UNREAD}")
         return Trace("MultiHeadAttention", (Dropping("attention weights", dropped, seen), outputs), scale, 2)
 
 

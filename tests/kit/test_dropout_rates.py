@@ -136,7 +136,7 @@ def test_a_wrong_probability_or_scale_fails(make, says):
 
 
 @pytest.mark.parametrize("kind, module, training, says", [
-    ("HeadAttention", HeadDroppingOutputs(16, 8, 8, 0.3), True, "times their value without dropout"),
+    ("HeadAttention", HeadDroppingOutputs(16, 8, 8, 0.3), True, "not value.x. weighted by attention weights"),
     ("HeadAttention", HeadDroppingInEval(16, 8, 8, 0.3), False, "in eval mode dropped"),
     ("PositionalEncoding", UnscaledPositions(16, dropout=0.3), True, "scaled the values it kept by 1.0000"),
     ("PositionalEncoding", positional_encoding.PositionalEncoding(16, dropout=0.1), True, "dropped"),
@@ -161,6 +161,25 @@ class PatternSpotter(sublayers.FeedForward):
         pattern = bool((self.w1.weight == 0).all()) or bool((self.w1.bias == 1).all())
         p = self.asked if helper or pattern else 0.1
         return self.w2(F.dropout(torch.relu(self.w1(x)), p, self.training))
+
+
+def test_a_head_whose_values_are_wrong_gets_no_claim_about_its_dropout():
+    """v = self.key(x): its output is not a weighting of value(x), so nothing about its dropout can be read."""
+
+    class KeyAsValue(head_attention.HeadAttention):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            T = x.shape[1]
+            wei = self.query(x) @ self.key(x).transpose(-2, -1) * self.key.out_features ** -0.5
+            wei = self.dropout(wei.masked_fill(self.tril[:T, :T] == 0, float("-inf")).softmax(-1))
+            return wei @ self.key(x)
+
+    torch.manual_seed(0)
+    for training in (True, False):
+        with pytest.raises(AssertionError) as failure:
+            expect_dropout("HeadAttention", KeyAsValue(16, 8, 8, 0.3), 0.3, what="HeadAttention", training=training,
+                           hint="call self.dropout on the weights")
+        said = str(failure.value)
+        assert "could not be measured" in said and "dropped" not in said and "Hint" not in said, said
 
 
 def test_a_module_cannot_see_from_its_weights_or_the_stack_that_it_is_traced():
