@@ -26,6 +26,9 @@ import pytest
 
 from grader.judge import variants
 
+# Slow: every attack and its control at three tiers, five of them training the capstone at each (about 50 s).
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 FORGERY = Path(__file__).resolve().parent / "submissions" / "forgery"
 TIERS = ("bubblewrap", "user", "none")
