@@ -19,8 +19,9 @@ import torch
 
 from grader.host.failures import SubmissionFailure
 from grader.host.remote import Remote
+from grader.judge import head_traces, tracers
 from grader.judge.structure import ModuleInfo, describe
-from grader.judge.tracers import SETUPS, Part, Setup, Trace, within
+from grader.judge.tracers import Part, Setup, Trace, within
 
 Module = torch.nn.Module | Remote
 
@@ -29,6 +30,9 @@ def measure(kind: str, module: Module, *, training: bool = True) -> Trace:
     """Trace `module`, a contract module of class `kind`, in training (or eval) mode; its weights are overwritten."""
     ((_, trace),) = traces((("", kind),), module, training=training, what=kind)
     return trace
+
+
+SETUPS = {**tracers.SETUPS, "MultiHeadAttention": head_traces.multi_head}
 
 
 def traces(listed: tuple[tuple[str, str], ...], module: Module, *, training: bool = True,
