@@ -186,7 +186,7 @@ class Connection:
         def on_object(obj: Any) -> dict[str, Any]:
             if isinstance(obj, Remote):
                 obj._check_alive()
-                return {"$handle": obj._handle}
+                return {"$handle": obj._resolved()._handle}
             raise TypeError(f"a {type(obj).__name__} cannot be sent to the submission: build it there instead")
 
         encoder = protocol.Encoder(on_object)
@@ -227,6 +227,8 @@ class Connection:
              **extra: Any) -> Any:
         payload, tensors = self.encode({"args": list(args), "kwargs": kwargs, **extra})
         header = {"op": "call", "target": target._handle, "mode": mode}
+        if target._method is not None:  # a module's method: looked up by the call itself, not a round trip before
+            header["method"] = target._method
         # The encoded dict is {"$dict": [[key, value], ...]}; the worker wants the fields flat.
         header.update({key: value for key, value in payload["$dict"]})
         return self.request(header, tensors, what=f"{target._name}()")

@@ -9,32 +9,65 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from grader.host.failures import WorkerCrash
+import torch
+
+from grader.host.failures import SubmissionFailure, WorkerCrash
 
 if TYPE_CHECKING:
     from grader.host.connection import Connection
 
 
+# Public methods every nn.Module has (`module.eval()`, `module.to(device)`, `module.load_state_dict(weights)`):
+# on a module's handle, these names are taken for its methods without asking the worker.
+MODULE_METHODS = frozenset(name for name, value in vars(torch.nn.Module).items()
+                           if callable(value) and not name.startswith("_"))
+
+
 class Remote:
-    """A handle on an object that lives in the worker; attribute access and calls go there."""
+    """A handle on an object that lives in the worker; attribute access and calls go there.
 
-    __slots__ = ("_connection", "_generation", "_handle", "_kind", "_name")
+    A handle with a `_method` stands for that method of the module `_handle`: the worker looks it up in the
+    request that calls it (one round trip, not two), or, for any other use, first on its own (`_resolved`).
+    """
 
-    def __init__(self, connection: Connection, handle: int, generation: int, name: str, kind: str) -> None:
+    __slots__ = ("_connection", "_generation", "_handle", "_kind", "_method", "_name")
+
+    def __init__(self, connection: Connection, handle: int, generation: int, name: str, kind: str, *,
+                 method: str | None = None) -> None:
         self._connection = connection
         self._handle = handle
         self._generation = generation
         self._name = name
         self._kind = kind
+        self._method = method
 
     def _check_alive(self) -> None:
         if self._generation != self._connection.generation or self._connection.process is None:
             raise WorkerCrash(f"{self._name} was lost when the worker restarted after an earlier failure")
 
+    def _resolved(self) -> Remote:
+        """This handle, its method looked up in the worker first if it has one: to be used other than by a call."""
+        if self._method is None:
+            return self
+        self._check_alive()
+        value = self._connection.request(
+            {"op": "getattr", "target": self._handle, "name": self._method}, {}, what=self._name
+        )
+        if not isinstance(value, Remote):
+            raise SubmissionFailure(f"{self._name} should be the method every torch.nn.Module has, got a "
+                                    f"{type(value).__name__}. Hint: give your attribute a name nn.Module does not use")
+        self._handle, self._kind, self._method = value._handle, value._kind, None
+        return self
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
         self._check_alive()
+        if self._method is not None:
+            return getattr(self._resolved(), name)
+        if self._kind == "module" and name in MODULE_METHODS:
+            return Remote(self._connection, self._handle, self._generation, f"{self._name}.{name}", "callable",
+                          method=name)
         if self._kind == "package":
             value = self._connection.module_attribute(self, name)
         else:

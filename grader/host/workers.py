@@ -181,10 +181,10 @@ class WorkerProcess:
         return self._ready
 
     def wait_ready(self) -> dict[str, Any]:
-        from grader.inside.shared import protocol
-
         if self._ready:
             return self.hello
+        from grader.inside.shared import protocol
+
         self._client.sandbox.check_self_test()
         try:  # no submission code has run yet: whatever goes wrong here is the sandbox's failure
             header, _ = self._receive(self.started_at + self.limits.start_timeout_s, self.limits.start_timeout_s, 0)

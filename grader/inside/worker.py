@@ -96,6 +96,8 @@ class Worker:
 
     def op_call(self, request: dict[str, Any], decoder: Any) -> Any:
         target = self._object(request["target"])
+        if "method" in request:  # `module.eval()` in one request
+            target = getattr(target, str(request["method"]))
         args = decoder.decode(request.get("args", []))
         kwargs = decoder.decode(request.get("kwargs", {"$dict": []}))
         mode = request.get("mode", "plain")
@@ -114,6 +116,7 @@ class Worker:
         if not isinstance(target, torch.nn.Module):
             return {"type": _type_name(target), "is_module": False}
         persistent = set(target.state_dict(keep_vars=True).keys())
+        classes: dict[type, list[str]] = {}  # each class's names once: a model has many Linears
         return {
             "type": _type_name(target),
             "is_module": True,
@@ -130,7 +133,7 @@ class Worker:
             },
             # Aliases too (`self.attn_dropout = self.attention.dropout`), each with its classes up the MRO,
             # so that a subclass of nn.Embedding is seen as an Embedding.
-            "modules": {name: [_type_name(cls) for cls in type(m).__mro__]
+            "modules": {name: _classes_of(type(m), classes)
                         for name, m in target.named_modules(remove_duplicate=False) if name},
         }
 
@@ -189,6 +192,13 @@ class Worker:
 
 def _tensor_info(protocol: types.ModuleType, tensor: Any) -> dict[str, Any]:
     return {"shape": list(tensor.shape), "dtype": protocol.dtype_name(tensor.dtype), "device": str(tensor.device)}
+
+
+def _classes_of(cls: type, known: dict[type, list[str]]) -> list[str]:
+    """The names of `cls` and the classes it derives from, in MRO order."""
+    if cls not in known:
+        known[cls] = [_type_name(base) for base in cls.__mro__]
+    return known[cls]
 
 
 def _type_name(obj: Any) -> str:

@@ -4,20 +4,25 @@ call as the submission's doing and answers the next call from a fresh worker."""
 
 from __future__ import annotations
 
+import os
 import random
 import struct
 import tempfile
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
-from grader.host.failures import WorkerCrash
+from grader.host.failures import SubmissionFailure, WorkerCrash
 from grader.host.limits import Limits
 from grader.host.session import GradingSession
-from grader.inside.shared import protocol
+from grader.inside.shared import protocol, tensor_bytes
+from grader.judge.structure import describe
 
 
 def frame(body: bytes, blob: bytes = b"", magic: bytes = protocol.MAGIC, *, json_len: int | None = None) -> bytes:
@@ -159,6 +164,79 @@ def test_random_garbage_never_raises_anything_but_protocol_error():
     assert refused > 500  # the garbage was garbage
 
 
+NESTED = {"list": (lambda v: [v], lambda v: [v]), "tuple": (lambda v: (v,), lambda v: {"$tuple": [v]}),
+          "dict": (lambda v: {"k": v}, lambda v: {"$dict": [["k", v]]})}
+
+
+def nest(depth: int, wrap, leaf):
+    for _ in range(depth):
+        leaf = wrap(leaf)
+    return leaf
+
+
+@pytest.mark.parametrize("leaf", [1, "s", None, 2.5, True], ids=repr)
+@pytest.mark.parametrize("kind", NESTED)
+def test_the_depth_limit_holds_down_to_the_leaves_both_ways(kind, leaf):
+    """Plain values in a list or dict are taken without a call each: the limit must still count their level."""
+    wrap, encoded = NESTED[kind]
+    deepest = protocol.Encoder(lambda obj: pytest.fail(f"unexpected object {obj!r}")).encode(
+        nest(protocol.MAX_DEPTH, wrap, leaf))
+    assert decoder().decode(deepest) == nest(protocol.MAX_DEPTH, wrap, leaf)
+    with pytest.raises(protocol.ProtocolError, match="levels deep"):
+        protocol.Encoder(lambda obj: {}).encode(nest(protocol.MAX_DEPTH + 1, wrap, leaf))
+    with pytest.raises(protocol.ProtocolError, match="levels deep"):
+        decoder().decode(nest(protocol.MAX_DEPTH + 1, encoded, leaf))
+
+
+@pytest.mark.parametrize("many", [lambda n: [0] * n, lambda n: tuple(range(n)), lambda n: dict.fromkeys(range(n), "")],
+                         ids=["list", "tuple", "dict"])
+def test_the_item_limit_counts_each_value_once(many):
+    protocol.Encoder(lambda obj: {}).encode(many(protocol.MAX_ITEMS - 1))  # the container is an item too
+    with pytest.raises(protocol.ProtocolError, match="more than"):
+        protocol.Encoder(lambda obj: {}).encode(many(protocol.MAX_ITEMS))
+
+
+def test_tensors_go_out_in_the_bytes_safetensors_itself_writes():
+    """save_tensors points safetensors at each tensor's memory: views, strides, a negative view, an empty tensor
+    and every dtype must come out as safetensors' own writer makes them from contiguous copies."""
+    base = torch.randn(4, 6, 8, requires_grad=True)
+    tensors = {"transposed": base.transpose(0, 2), "view": base[1:3, 2], "same_view": base[1:3, 2],
+               "expanded": torch.ones(3, 1).expand(3, 4), "negative": torch.randn(3)._neg_view(),
+               "channels_last": torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last),
+               "empty": torch.zeros(0, 5), "scalar": torch.tensor(3.5)}
+    tensors |= {str(dtype): (torch.randn(3, 4) * 10).to(dtype) for dtype in tensor_bytes._DTYPES.values()}
+    copies = {name: t.detach().resolve_neg().clone(memory_format=torch.contiguous_format)
+              for name, t in tensors.items()}
+    blob = protocol.save_tensors(tensors)
+    assert blob == save_tensors(copies)
+    back = load_tensors(blob)
+    assert all(torch.equal(back[name], t) and back[name].dtype == t.dtype for name, t in copies.items())
+
+
+def test_a_message_bigger_than_the_pipe_arrives_whole():
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)  # as the trusted side writes: partial writes, then a wait for room
+    x = torch.randn(300_000)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(protocol.read_message(read_fd, deadline=time.monotonic() + 30)))
+    reader.start()
+    protocol.write_message(write_fd, {"value": 1}, {"t0": x}, deadline=time.monotonic() + 30)
+    reader.join()
+    os.close(read_fd)
+    os.close(write_fd)
+    header, tensors = got[0]
+    assert header == {"value": 1} and torch.equal(tensors["t0"], x)
+
+
+def test_a_peer_that_stops_reading_times_the_write_out():
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    with pytest.raises(protocol.Timeout):
+        protocol.write_message(write_fd, {"value": 1}, {"t0": torch.zeros(300_000)}, deadline=time.monotonic() + 0.2)
+    os.close(read_fd)
+    os.close(write_fd)
+
+
 # --- a real worker -----------------------------------------------------------------------------
 
 # Each forge_<kind>() writes to the worker's own reply pipe, as hostile code can, then returns 1.
@@ -199,6 +277,20 @@ FORGER = textwrap.dedent('''
     def add(a, b):
         return a + b
 
+    def apply(fn, x):
+        return fn(x)
+
+    import torch
+
+    class Scale(torch.nn.Module):
+        def __init__(self, factor):
+            super().__init__()
+            self.factor = torch.nn.Parameter(torch.tensor(float(factor)))
+            self.type = "scale"  # a name nn.Module gives a method
+
+        def forward(self, x):
+            return x * self.factor
+
     def pid():
         return os.getpid()
 ''')
@@ -238,3 +330,35 @@ def test_a_forged_answer_with_the_right_id_is_the_submissions_answer_and_the_rea
                                           r"arrived where the reply to request \d+ was due\)"):
         impl.attention.add(1, 2)
     assert impl.attention.add(1, 2) == 3
+
+
+def test_a_modules_method_is_named_in_the_call_that_uses_it_one_round_trip_not_two(forger):
+    impl = forger.impl()
+    model = impl.attention.Scale(3.0)
+    requests = forger.connection.process._last_id
+    assert model.eval()._handle == model._handle  # Module.eval returns the module itself
+    assert torch.equal(model.forward(torch.ones(2)), torch.full((2,), 3.0))
+    assert model.load_state_dict({"factor": torch.tensor(2.0)}) == ([], [])
+    assert forger.connection.process._last_id == requests + 3
+    assert model.training is False
+
+
+def test_a_modules_method_used_other_than_by_a_call_is_looked_up_first(forger):
+    impl = forger.impl()
+    model = impl.attention.Scale(3.0)
+    forward = model.forward
+    assert torch.equal(impl.attention.apply(forward, torch.ones(2)), torch.full((2,), 3.0))
+    assert forward._method is None  # it stands for the bound method in the worker now
+    assert torch.equal(forward(torch.ones(1)), torch.full((1,), 3.0))
+    with pytest.raises(AssertionError, match=r"should be a torch\.nn\.Module"):
+        describe(model.train)
+
+
+def test_a_method_name_the_submission_gave_to_data_fails_with_a_hint(forger):
+    impl = forger.impl()
+    model = impl.attention.Scale(3.0)
+    with pytest.raises(SubmissionFailure, match="not callable"):
+        model.type()
+    with pytest.raises(SubmissionFailure, match=r"should be the method every torch\.nn\.Module has, got a str"):
+        impl.attention.apply(model.type, 1)
+    assert torch.equal(model(torch.ones(1)), torch.full((1,), 3.0))  # the worker lives on
