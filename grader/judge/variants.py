@@ -3,7 +3,9 @@
 A known mistake is the reference `solutions/<exercise>.py` with a few exact edits, listed with its
 diagnosis in `solutions/mistakes/<exercise>.py`. A correct variant is either a whole file,
 `tests/kit/submissions/<exercise>/correct/<name>.py`, or edits of the reference listed in
-`tests/kit/submissions/<exercise>/correct.py`. Each edit `(old, new)` replaces text that occurs exactly
+`tests/kit/submissions/<exercise>/correct.py`. Held-out mistakes, realistic slips kept out of the catalogue so
+that the diagnosis is tried on mistakes it was not built from, are edits listed in
+`tests/kit/submissions/<exercise>/held_out.py`. Each edit `(old, new)` replaces text that occurs exactly
 once where it is applied, in order; the built file's docstring is the variant's one-sentence `why`.
 Only the catalogue's data modules are imported here; the files built from them are not.
 """
@@ -111,14 +113,10 @@ def submissions_folder() -> Path | None:
 
 def correct_variants(exercise: str) -> tuple[Variant, ...]:
     """The correct variants of `exercise`, by name: edited ones and whole files; () without tests/kit."""
-    submissions, folder = submissions_folder(), solutions_folder()
-    if submissions is None or folder is None:
+    submissions = submissions_folder()
+    if submissions is None:
         return ()
-    found: list[Variant] = []
-    data = submissions / exercise / "correct.py"
-    if data.is_file():
-        reference = (folder / f"{exercise}.py").read_text()
-        found += [build(exercise, version, reference=reference, origin=data) for version in _edited_versions(data)]
+    found = list(_edited(exercise, "correct.py"))
     for path in sorted((submissions / exercise / "correct").glob("*.py")):
         found.append(Variant(exercise, path.stem, path.read_text(), None, path))
     names = [v.name for v in found]
@@ -127,9 +125,25 @@ def correct_variants(exercise: str) -> tuple[Variant, ...]:
     return tuple(sorted(found, key=lambda v: v.name))
 
 
+def held_out_mistakes(exercise: str) -> tuple[Variant, ...]:
+    """Realistic mistakes of `exercise` kept out of the catalogue (`tests/kit/submissions/<exercise>/held_out.py`):
+    they must lose points and be told no known mistake's name. () without tests/kit."""
+    return tuple(sorted(_edited(exercise, "held_out.py"), key=lambda v: v.name))
+
+
+def _edited(exercise: str, data_file: str) -> tuple[Variant, ...]:
+    """The variants a kit data file lists as edits of the reference, with no diagnosis of their own."""
+    submissions, folder = submissions_folder(), solutions_folder()
+    if submissions is None or folder is None or not (submissions / exercise / data_file).is_file():
+        return ()
+    data = submissions / exercise / data_file
+    reference = (folder / f"{exercise}.py").read_text()
+    return tuple(build(exercise, version, reference=reference, origin=data) for version in _edited_versions(data))
+
+
 def _edited_versions(data: Path) -> tuple[EditedVersion, ...]:
     """The `VARIANTS` tuple of a kit's correct.py data file (the kit's own, trusted: it is imported)."""
-    spec = importlib.util.spec_from_file_location(f"kit_correct_variants_{data.parent.name}", data)
+    spec = importlib.util.spec_from_file_location(f"kit_{data.stem}_variants_{data.parent.name}", data)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {data}")
     module = importlib.util.module_from_spec(spec)

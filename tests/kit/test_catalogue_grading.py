@@ -8,8 +8,9 @@ inside a copy of the reference solutions with only that one file swapped in, so 
 on its own, the way a student's lone slip is, and the feedback must name that mistake (its
 DIAGNOSIS), once. A correct variant keeps full marks in its own exercise and in every exercise built
 on it (a float32 softmax from the course notes must not cost points in the float64 test of the whole
-Transformer). That correct code is never diagnosed
-is checked in-process, cheaply, in test_diagnosis.py.
+Transformer). Held-out mistakes (`submissions/<exercise>/held_out.py`), realistic slips kept out of the
+catalogue, lose points in their exercise and are told no known mistake's name. That correct code is never
+diagnosed is checked in-process, cheaply, in test_diagnosis.py.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from grader.judge import variants
 from grader.judge.variants import Variant
 
 REPO = Path(__file__).resolve().parents[2]
-# Slow by nature: 151 variants graded, two at a time (about two minutes on two cores); `-m "not slow"` skips it.
+# Slow by nature: 174 variants graded, two at a time (about three minutes on two cores); `-m "not slow"` skips it.
 pytestmark = pytest.mark.slow
 
 
@@ -35,6 +36,13 @@ def correct_variants() -> list[Variant]:
 
 def mistakes() -> list[Variant]:
     return [variant for exercise in EXERCISES for variant in variants.mistakes(exercise.id)]
+
+
+def held_out_mistakes() -> list[Variant]:
+    return [variant for exercise in EXERCISES for variant in variants.held_out_mistakes(exercise.id)]
+
+
+CORRECT = frozenset((v.exercise, v.name, str(v.origin)) for v in correct_variants())
 
 
 def exercise_of(variant: Variant) -> str:
@@ -61,7 +69,7 @@ def _key(variant: Variant) -> tuple[str, str, str]:
 
 def _graded_exercises(variant: Variant) -> tuple[str, ...]:
     """A mistake is graded on its own exercise; a correct variant also on every exercise built on it."""
-    if variant.diagnosis is not None:
+    if _key(variant) not in CORRECT:
         return (exercise_of(variant),)
     return (exercise_of(variant), *(e.id for e in EXERCISES if exercise_of(variant) in prerequisites(e.id)))
 
@@ -113,3 +121,16 @@ def test_known_mistake_loses_points_and_says_why(grade_variant, variant: Variant
     assert named == [f"Diagnosis: {_diagnosis(variant)}"], (
         f"expected the one diagnosis of {_id(variant)}, got {named}:\n{run.feedback(exercise)}"
     )
+
+
+@pytest.mark.parametrize("variant", held_out_mistakes(), ids=_id)
+def test_held_out_mistake_loses_points_and_is_told_no_wrong_cause(grade_variant, variant: Variant):
+    """A realistic slip kept out of the catalogue loses points, says why in every lost test, and is never given a
+    known mistake's name (test_diagnosis checks the same in-process)."""
+    exercise, run = grade_variant(variant)
+    result = run.exercise(exercise)
+    assert result["score"] < result["max_score"], f"full marks for a held-out mistake: {_docstring(variant)}"
+    lost = run.lost_tests(exercise)
+    assert all(t["message"].strip() for t in lost), f"a lost test says nothing:\n{run.feedback(exercise)}"
+    named = [line for t in lost for line in t["message"].splitlines() if line.startswith("Diagnosis: ")]
+    assert not named, f"{_id(variant)} told {named}:\n{run.feedback(exercise)}"

@@ -58,8 +58,9 @@ class ScenarioRun:
     costly: set[str] = field(default_factory=set)
     generator: torch.Generator = field(default_factory=lambda: torch.Generator().manual_seed(SEED))
 
-    def randn(self, *shape: int) -> torch.Tensor:
-        return torch.randn(*shape, generator=self.generator).to(self.device, self.dtype)
+    def randn(self, *shape: int, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """Standard normal inputs in the run's dtype, or in `dtype` (a float64 facet stays float64 in every run)."""
+        return torch.randn(*shape, generator=self.generator).to(self.device, dtype or self.dtype)
 
     def tokens(self, high: int, *shape: int) -> torch.Tensor:
         return torch.randint(0, high, shape, generator=self.generator).to(self.device)
@@ -96,18 +97,21 @@ class ScenarioRun:
             self.costly.add(name)
         self.facets[name] = Deferred(compute) if costly and self.lazy else outcome(compute)
 
-    def module(self, key: str, make: Callable[[Implementation], Built]) -> Built | None:
-        """`make(impl)` with the reference's weights (perturbed, so no LayerNorm is the identity), in eval mode.
+    def module(self, key: str, make: Callable[[Implementation], Built], *, dtype: torch.dtype | None = None
+               ) -> Built | None:
+        """`make(impl)` with the reference's weights (perturbed, so no LayerNorm is the identity), in eval mode,
+        in the run's dtype or in `dtype`.
 
         Parameters the reference lacks (a bias it does not ask for) get fixed values too, the same on
         every side; buffers stay the module's own. Records the module's structure; None if it failed, so
         that each facet using it records what using None raises, on every side alike.
         """
-        built = attempt(lambda: _build(self.impl, key, make, self.device, self.dtype))
+        built = attempt(lambda: _build(self.impl, key, make, self.device, dtype or self.dtype))
+        label = f"{key}: structure" if dtype is None else f"{key} in {str(dtype).removeprefix('torch.')}: structure"
         if isinstance(built, Raised):
-            self.facets[f"{key}: structure"] = built
+            self.facets[label] = built
             return None
-        self.facets[f"{key}: structure"] = built[1]
+        self.facets[label] = built[1]
         return built[0]
 
 

@@ -19,6 +19,8 @@ from grader.judge.diagnosis.observe import SEED, Built, Implementation, Raised, 
 from grader.judge.expect import expect_tensor
 from grader.judge.structure import load_parameters
 
+F64 = torch.float64
+
 
 def attention_scenario(run: ScenarioRun) -> None:
     def attention(*args: object, **kwargs: object) -> object:
@@ -32,19 +34,25 @@ def attention_scenario(run: ScenarioRun) -> None:
     run.record("fixed dropout", lambda: attention(q, k, v, dropout=run.impl.probes.FixedMask(keep)))
     run.record("large scores", lambda: attention(q * 100, k * 100, v))
     run.record("float64 dtypes", lambda: _dtypes(attention(q.double(), k.double(), v.double())))
+    q64, k64, v64 = run.randn(1, 4, 8, dtype=F64), run.randn(1, 6, 8, dtype=F64), run.randn(1, 6, 3, dtype=F64)
+    run.record("float64, batch of one, T_q < T_k", lambda: attention(q64, k64, v64))
 
 
 def masking_scenario(run: ScenarioRun) -> None:
     x, short, long = run.randn(2, 6, 3), run.randn(1, 4, 2), run.randn(1, 32, 2)
+    x64, w64 = run.randn(1, 7, 2, dtype=F64), run.randn(3, 2, 4, 4, dtype=F64)
     w = run.randn(2, 5, 5)
     w[:, 2, 1], w[:, 4, 0] = 0.0, 0.0  # genuine scores of 0 must not be blocked
     run.record("causal_average", lambda: run.impl.masking.causal_average(x))
     run.record("causal_average float64", lambda: _dtypes(run.impl.masking.causal_average(x.double())))
+    run.record("causal_average float64 values, batch of one", lambda: run.impl.masking.causal_average(x64))
     # Costly: the worker's first op count takes seconds, unless the suite's own count has warmed it.
     run.record("causal_average op growth", lambda: _op_growth(run.impl.masking.causal_average, short, long),
                costly=True)
     run.record("weight_mask_and_normalization", lambda: run.impl.masking.weight_mask_and_normalization(w))
     run.record("weight_mask_and_normalization 2D", lambda: run.impl.masking.weight_mask_and_normalization(w[0]))
+    run.record("weight_mask_and_normalization float64, two leading dims",
+               lambda: run.impl.masking.weight_mask_and_normalization(w64))
     run.record("create_look_ahead_mask", lambda: _nonzero(run.impl.masking.create_look_ahead_mask(5)))
     run.record("causal_mask", lambda: _additive(run.impl.masking.causal_mask(5)))
 
@@ -54,6 +62,10 @@ def head_attention_scenario(run: ScenarioRun) -> None:
     full, short, keep = run.randn(2, 8, 12), run.randn(2, 5, 12), run.dropout_mask(2, 5, 5)
     run.record("T = block_size", lambda: m(full))
     run.record("T < block_size", lambda: m(short))
+    run.record("one token", lambda: m(short[:, :1]))
+    m64 = run.module("HeadAttention", lambda impl: impl.head_attention.HeadAttention(12, 4, 8, 0.0), dtype=F64)
+    x64 = run.randn(1, 7, 12, dtype=F64)
+    run.record("float64, batch of one", lambda: m64(x64))
     run.record("fixed dropout", lambda: _swap(run, m, "dropout", run.impl.probes.FixedMask(keep))(short))
     _record_dropout(run, "HeadAttention", lambda impl, *p: impl.head_attention.HeadAttention(12, 8, 8, *p))
 
@@ -77,6 +89,9 @@ def multi_head_attention_scenario(run: ScenarioRun) -> None:
     # coincide. Two heads of 8 tell them apart.
     wide = run.module("MultiHeadAttention, 2 heads", lambda impl: mha(impl, False, n_heads=2))
     run.record("self-attention, 2 heads of 8", lambda: wide(x, x, x))
+    wide64 = run.module("MultiHeadAttention, 2 heads", lambda impl: mha(impl, False, n_heads=2), dtype=F64)
+    q64, kv64 = run.randn(1, 2, 16, dtype=F64), run.randn(1, 7, 16, dtype=F64)
+    run.record("float64 cross-attention, batch of one, 2 heads of 8", lambda: wide64(q64, kv64, kv64))
     dropped = run.module("MultiHeadAttention", lambda impl: mha(impl, False))
 
     def with_fixed_dropout() -> object:
@@ -97,6 +112,8 @@ def positional_encoding_scenario(run: ScenarioRun) -> None:
     dropping = run.module("PositionalEncoding", lambda impl: impl.positional_encoding.PositionalEncoding(6, 10, 0.5))
     x = run.randn(2, 4, 6)
     run.record("output", lambda: m(x))
+    x64 = run.randn(1, 10, 6, dtype=F64)
+    run.record("float64 input, batch of one, every position", lambda: m(x64))
     # The suite lets F.dropout stand for self.dropout here, so no fixed stand-in: real dropout, same seed.
     run.record("training mode, seeded dropout", lambda: run.seeded(lambda: dropping.train()(x)))
     _record_dropout(run, "PositionalEncoding",
@@ -111,6 +128,12 @@ def sublayers_scenario(run: ScenarioRun) -> None:
     run.record("FeedForward", lambda: ff(x))
     run.record("FeedForward, fixed dropout", lambda: _swap(run, ff, "dropout", run.impl.probes.FixedMask(hidden))(x))
     run.record("ResidualConnection", lambda: rc(x, sublayer))
+    ff64 = run.module("FeedForward", lambda impl: impl.sublayers.FeedForward(6, 10, 0.0), dtype=F64)
+    rc64 = run.module("ResidualConnection", lambda impl: impl.sublayers.ResidualConnection(6, 0.0), dtype=F64)
+    sublayer64 = run.module("sublayer", lambda impl: impl.torch.nn.Linear(6, 6), dtype=F64)
+    x64 = run.randn(1, 3, 6, dtype=F64)
+    run.record("FeedForward float64, batch of one", lambda: ff64(x64))
+    run.record("ResidualConnection float64, batch of one", lambda: rc64(x64, sublayer64))
     run.record("ResidualConnection, fixed dropout",
                lambda: _swap(run, rc, "dropout", run.impl.probes.FixedMask(keep))(x, sublayer))
     _record_dropout(run, "FeedForward", lambda impl, *p: impl.sublayers.FeedForward(6, 10, *p))
@@ -122,6 +145,9 @@ def encoder_scenario(run: ScenarioRun) -> None:
     x, pad = run.randn(2, 5, 8), run.padding(2, 5)
     run.record("output", lambda: m(x))
     run.record("padding mask", lambda: m(x, pad))
+    m64 = run.module("Encoder", lambda impl: impl.encoder.Encoder(2, 8, 2, 12, 0.0), dtype=F64)
+    x64, pad64 = run.randn(1, 4, 8, dtype=F64), run.padding(1, 4)
+    run.record("float64, batch of one, padding mask", lambda: m64(x64, pad64))
     _record_dropout(run, "EncoderLayer", lambda impl, *p: impl.encoder.EncoderLayer(8, 2, 12, *p))
     _record_branches(run, "EncoderLayer", lambda impl: impl.encoder.EncoderLayer(8, 2, 12, 0.3))
     _record_dropout(run, "Encoder", lambda impl, *p: impl.encoder.Encoder(2, 8, 2, 12, *p))
@@ -136,6 +162,11 @@ def decoder_scenario(run: ScenarioRun) -> None:
     run.record("src_mask", lambda: m(x, memory, src, None))
     run.record("tgt_mask", lambda: m(x, memory, None, tgt))
     run.record("both masks", lambda: m(x, memory, src, tgt))
+    m64 = run.module("Decoder", lambda impl: impl.decoder.Decoder(2, 8, 2, 12, 0.0, 8), dtype=F64)
+    x64, memory64, src64, tgt64 = run.randn(1, 7, 8, dtype=F64), run.randn(1, 3, 8, dtype=F64), run.padding(1, 3), \
+        run.padding(1, 7)
+    run.record("float64, batch of one, target longer than memory, both masks",
+               lambda: m64(x64, memory64, src64, tgt64))
     _record_dropout(run, "DecoderLayer", lambda impl, *p: impl.decoder.DecoderLayer(8, 2, 12, *p))
     _record_branches(run, "DecoderLayer", lambda impl: impl.decoder.DecoderLayer(8, 2, 12, 0.3))
     _record_dropout(run, "Decoder", lambda impl, *p: impl.decoder.Decoder(2, 8, 2, 12, *p))
@@ -151,6 +182,9 @@ def transformer_scenario(run: ScenarioRun) -> None:
     src, tgt, src_mask = run.tokens(11, 2, 6), run.tokens(13, 2, 5), run.padding(2, 6)
     run.record("logits", lambda: m(src, tgt))
     run.record("logits with src_mask", lambda: m(src, tgt, src_mask))
+    m64 = run.module("Transformer", make, dtype=F64)
+    src1, tgt1 = run.tokens(11, 1, 3), run.tokens(13, 1, 7)
+    run.record("float64 logits, batch of one, target longer than source", lambda: m64(src1, tgt1))
     run.record("greedy_decode", lambda: run.impl.transformer.greedy_decode(m, src, 8, 1))
     run.record("structure with the default sizes", lambda: _structure(run.impl.transformer.Transformer(11, 13)))
 

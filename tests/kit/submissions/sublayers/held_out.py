@@ -1,0 +1,16 @@
+"""Realistic mistakes in sublayers.py kept out of the catalogue: they must lose points and get no known name."""
+
+from grader.judge.variants import EditedVersion
+
+VARIANTS = (
+    EditedVersion(
+        name="gelu_instead_of_relu",
+        why="Uses GELU between the two layers where the contract asks for ReLU.",
+        edits=(("torch.relu(self.w1(x))", "nn.functional.gelu(self.w1(x))"),),
+    ),
+    EditedVersion(
+        name="dropout_over_the_sum",
+        why="Applies dropout to the residual sum, so the identity path is dropped too.",
+        edits=(("return x + self.dropout(sublayer(self.norm(x)))", "return self.dropout(x + sublayer(self.norm(x)))"),),
+    ),
+)
