@@ -53,6 +53,8 @@ class TestMetadata(TypedDict, total=False):
     points: float
     suite: str
     confirmed_by: list[str]
+    hint_after: list[str]
+    hint_measured: bool
     counts_when_skipped: bool
     seed: int
     message: str
@@ -136,12 +138,14 @@ class _Raw:
     seed: int | None
     counted: bool
     confirmed_by: tuple[str, ...] = ()
+    hint_after: tuple[str, ...] = ()
+    hint_measured: bool = False
 
 
 def score(json_report: PytestJsonReport, exercise_ids: list[str]) -> list[ExerciseResult]:
     """Exercises in curriculum order, from a pytest-json-report report of the graded suites."""
     tests = sorted(json_report.get("tests", []), key=_collected_order)  # the order run is not always that one
-    raws = _confirmed([_raw(test) for test in tests])
+    raws = _hints_that_hold(_confirmed([_raw(test) for test in tests]))
     broken = _broken_collections(json_report)
     results = []
     for exercise_id in exercise_ids:
@@ -208,6 +212,8 @@ def _raw(test: PytestJsonTest) -> _Raw:
         seed=metadata.get("seed"),
         counted=outcome != TestOutcome.SKIPPED or bool(metadata.get("counts_when_skipped")),
         confirmed_by=tuple(str(name) for name in metadata.get("confirmed_by") or ()),
+        hint_after=tuple(str(name) for name in metadata.get("hint_after") or ()),
+        hint_measured=bool(metadata.get("hint_measured")),
     )
 
 
@@ -241,6 +247,35 @@ def _confirmed(raws: list[_Raw]) -> list[_Raw]:
             raw = replace(raw, outcome=TestOutcome.FAILED, message=(
                 f"{WAITING}, and {names} {why} (loaded with the reference's weights by these names, the module must "
                 "compute what the reference computes): fix that first."))
+        result.append(raw)
+    return result
+
+
+# What a test says of the cause of the symptom it saw, to the end of its line: " Hint: ...".
+HINT = re.compile(r" Hint: .*$", re.MULTILINE)
+
+
+def _hints_that_hold(raws: list[_Raw]) -> list[_Raw]:
+    """A failed test's hint assumes what the tests its `hint_after` names check (a mask's hint, that attention
+    without the mask is right): where one of them ran and failed too, the hint has no evidence, so it goes, and the
+    message says which failed. A hint from what the failure itself measured (a known mistake, NaN) stays. A name is `function` (every case of it but this one) or `function[case]`, in the
+    test's own file."""
+    by_name: dict[tuple[str, str], list[_Raw]] = {}
+    for raw in raws:
+        file, _, function = raw.name.partition("::")
+        by_name.setdefault((file, function), []).append(raw)
+        if "[" in function:
+            by_name.setdefault((file, function.split("[")[0]), []).append(raw)
+    result = []
+    for raw in raws:
+        file = raw.name.partition("::")[0]
+        failed = [name for name in dict.fromkeys(raw.hint_after)
+                  if any(other is not raw and other.outcome.went_wrong for other in by_name.get((file, name), []))]
+        if raw.outcome.went_wrong and failed and not raw.hint_measured and HINT.search(raw.message):
+            names = " and ".join(failed)
+            raw = replace(raw, message=HINT.sub("", raw.message, count=1) + (
+                f" (No hint: this case's hint would assume that {names} pass{'' if len(failed) > 1 else 'es'}, "
+                f"and {'they fail' if len(failed) > 1 else 'it fails'} too: start there.)"))
         result.append(raw)
     return result
 

@@ -27,12 +27,13 @@ import pytest
 import torch
 
 from grader.curriculum import BY_ID, exercise_of_test_file, prerequisites
+from grader.grade.scoring import HINT
 from grader.grade.selection import kit_root
 from grader.host.failures import Budget, BudgetExhausted, NotImplementedYet, SubmissionFailure, WorkerCrash
 from grader.host.remote import RemoteSubmission
 from grader.host.session import GradingSession
 from grader.inside.shared import TEST_MODULES
-from grader.judge.checks import manual_seed
+from grader.judge.checks import NAN_HINT, manual_seed
 from grader.judge.measures import fresh_worker
 
 MAX_MESSAGE_CHARS = 1500
@@ -50,7 +51,6 @@ QUICK_SKIP = "skipped by --quick: run without --quick to earn these points"
 # Errors that say what is wrong with the code itself, whatever a test was checking: a name that is not defined, an
 # import that fails. A test's hint, about the symptom it looks for, would point away from them.
 _CODE_ERROR = re.compile(r"\braised (?:NameError|UnboundLocalError|ImportError|ModuleNotFoundError): ")
-_HINT = re.compile(r" Hint: .*$", re.MULTILINE)  # what a test says of the symptom it saw, to the end of its line
 # "SyntaxError: expected ':' (attention.py, line 3) (attention.py, line 3: def ...)": Python's own location, then ours.
 _LOCATED_TWICE = re.compile(r" \(([^()\s]+), line (\d+)\)(?= \(\1, line \2[:)])")
 # What pytest-json-report stores with a test, for `scoring`: plain JSON values by key.
@@ -91,6 +91,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: takes seconds (the capstone); --quick skips it at the cost of its points")
     config.addinivalue_line("markers", "confirmed_by(*tests): a structure test's points count only once these "
                                        "behaviour tests of its file pass too (see scoring)")
+    config.addinivalue_line("markers", "hint_after(*tests): a failure's hint assumes these tests of its file pass; "
+                                       "where one fails too, the hint is left out (see scoring)")
     config.addinivalue_line("markers", "real_device: its points count only in a run on a GPU (--device cuda); on a "
                                        "CPU its check is feedback worth no points (a submission can tell a stand-in "
                                        "device from a real one)")
@@ -239,6 +241,8 @@ def pytest_json_runtest_metadata(item: pytest.Item, call: pytest.CallInfo[None])
         metadata["suite"] = Path(str(item.path)).parent.name
         if confirmed_by := item.get_closest_marker("confirmed_by"):
             metadata["confirmed_by"] = list(confirmed_by.args)
+        if hint_after := item.get_closest_marker("hint_after"):
+            metadata["hint_after"] = list(hint_after.args)
         if item.config.getoption("quick") and item.get_closest_marker("slow"):
             metadata["counts_when_skipped"] = True  # a --quick run must not look like full marks
     if _SEED in item.stash:
@@ -251,6 +255,8 @@ def pytest_json_runtest_metadata(item: pytest.Item, call: pytest.CallInfo[None])
         printed = _printed(item)  # before the diagnosis's own calls print anything
         diagnosis = _diagnosis(item, exercise, call.excinfo.value)
         metadata["message"] = feedback(call.excinfo.value, printed=printed, exercise=exercise, diagnosis=diagnosis)
+        # A hint from what this failure measured (a known mistake, NaN seen) holds whatever else fails.
+        metadata["hint_measured"] = bool(diagnosis) or NAN_HINT in metadata["message"]
     return metadata
 
 
@@ -316,9 +322,9 @@ def feedback(error: BaseException, *, printed: str = "", exercise: str | None = 
         message = message[:MAX_MESSAGE_CHARS] + " [...]"
     message = _LOCATED_TWICE.sub("", message)
     if _CODE_ERROR.search(message):
-        message = _HINT.sub("", message)  # the test's hint is about a symptom; this error names its own cause
+        message = HINT.sub("", message)  # the test's hint is about a symptom; this error names its own cause
     if diagnosis:
-        message = _HINT.sub("", message) + ("\n" if diagnosis.startswith("Diagnosis: ") else " ") + diagnosis
+        message = HINT.sub("", message) + ("\n" if diagnosis.startswith("Diagnosis: ") else " ") + diagnosis
     if printed:
         lines = printed.splitlines()[-PRINTED_LINES:]
         message += "\nYour code printed (last lines):\n" + "\n".join(line[:200] for line in lines)

@@ -205,6 +205,32 @@ def test_failures_point_at_a_failing_prerequisite():
     assert masking.blocked_by == () and head.blocked_by == () and head.tests[0].message == "h"
 
 
+def test_a_hint_that_assumes_a_failing_test_is_left_out_and_says_which():
+    """A case's hint (a mask's) assumes the plain case is right; where the plain case fails too, the hint has no
+    evidence: it goes, the message names the plain case. A hint from what the failure measured stays."""
+    def test(name, outcome, message="", **metadata):
+        return {"nodeid": f"tests/hidden/test_attention.py::{name}", "outcome": outcome,
+                "metadata": {"message": message, **metadata}}
+
+    masked = "p_attn differs. Hint: mask is a keep mask."
+    after = {"hint_after": ["test_plain"]}
+    for plain, kept in (("failed", False), ("passed", True)):
+        report = {"tests": [test("test_plain[a]", plain, "plain differs. Hint: scores = q @ k^T."),
+                            test("test_plain[b]", "passed"),
+                            test("test_mask", "failed", masked, **after),
+                            test("test_diagnosed", "failed", "differs. Hint: a known mistake.", hint_measured=True,
+                                 **after),
+                            test("test_plain[c]", plain, "c differs. Hint: about c.", hint_after=["test_plain"])]}
+        messages = {t.name.split("::")[1]: t.message for t in score(report, ["attention"])[0].tests}
+        assert (messages["test_mask"] == masked) is kept, messages["test_mask"]
+        assert messages["test_diagnosed"].endswith("Hint: a known mistake.")
+        if not kept:
+            assert messages["test_mask"] == ("p_attn differs. (No hint: this case's hint would assume that test_plain "
+                                             "passes, and it fails too: start there.)")
+            assert "Hint: about c." not in messages["test_plain[c]"]  # test_plain[a], another case, fails
+            assert messages["test_plain[a]"].endswith("Hint: scores = q @ k^T.")  # never its own reason
+
+
 def test_an_unfinished_prerequisite_file_is_blamed_for_its_not_implemented_error():
     unfinished = NotImplementedYet("multi_head_attention.MultiHeadAttention() is not implemented yet")
     unfinished.file = "masking.py"
