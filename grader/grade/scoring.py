@@ -258,8 +258,8 @@ HINT = re.compile(r" Hint: .*$", re.MULTILINE)
 def _hints_that_hold(raws: list[_Raw]) -> list[_Raw]:
     """A failed test's hint assumes what the tests its `hint_after` names check (a mask's hint, that attention
     without the mask is right): where one of them ran and failed too, the hint has no evidence, so it goes, and the
-    message says which failed. A hint from what the failure itself measured (a known mistake, NaN) stays. A name is `function` (every case of it but this one) or `function[case]`, in the
-    test's own file."""
+    message says which failed. A hint from what the failure itself measured (a known mistake, NaN) stays. A name is
+    `function` (every case of it but this one) or `function[case]`, in the test's own file."""
     by_name: dict[tuple[str, str], list[_Raw]] = {}
     for raw in raws:
         file, _, function = raw.name.partition("::")
