@@ -273,9 +273,8 @@ def _hints_that_hold(raws: list[_Raw]) -> list[_Raw]:
                   if any(other is not raw and other.outcome.went_wrong for other in by_name.get((file, name), []))]
         if raw.outcome.went_wrong and failed and not raw.hint_measured and HINT.search(raw.message):
             names = " and ".join(failed)
-            raw = replace(raw, message=HINT.sub("", raw.message, count=1) + (
-                f" (No hint: this case's hint would assume that {names} pass{'' if len(failed) > 1 else 'es'}, "
-                f"and {'they fail' if len(failed) > 1 else 'it fails'} too: start there.)"))
+            raw = replace(raw, message=HINT.sub("", raw.message, count=1) + f" (No hint here: {names} "
+                          f"{'fail' if len(failed) > 1 else 'fails'} too; start there.)")
         result.append(raw)
     return result
 

@@ -225,8 +225,7 @@ def test_a_hint_that_assumes_a_failing_test_is_left_out_and_says_which():
         assert (messages["test_mask"] == masked) is kept, messages["test_mask"]
         assert messages["test_diagnosed"].endswith("Hint: a known mistake.")
         if not kept:
-            assert messages["test_mask"] == ("p_attn differs. (No hint: this case's hint would assume that test_plain "
-                                             "passes, and it fails too: start there.)")
+            assert messages["test_mask"] == "p_attn differs. (No hint here: test_plain fails too; start there.)"
             assert "Hint: about c." not in messages["test_plain[c]"]  # test_plain[a], another case, fails
             assert messages["test_plain[a]"].endswith("Hint: scores = q @ k^T.")  # never its own reason
 
