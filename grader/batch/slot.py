@@ -134,7 +134,26 @@ class _Slot:
             if not isinstance(result, Outcome):  # in the forked child
                 return result
             self._answer(result)
+            if result.status == Status.GRADED:
+                self._learn_the_catalogue(Path(job.report))
         return None
+
+    def _learn_the_catalogue(self, report: Path) -> None:
+        """Observe here, once, the known mistakes of each exercise this submission failed: a child diagnoses a
+        failure against the catalogue's facets (seconds to compute for the Transformer), and every child forked
+        from now on inherits them instead of computing them again. Where no catalogue is installed, nothing."""
+        from grader.judge import diagnosis
+
+        try:
+            failed = [entry["id"] for entry in json.loads(report.read_text())["exercises"]
+                      if entry["score"] < entry["max_score"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+        device = "cuda" if self._device == "cuda" else "cpu"
+        for exercise in failed:
+            if exercise in diagnosis.SCENARIOS:
+                with contextlib.suppress(Exception):  # the child that needs them computes them itself
+                    diagnosis.known_facets(exercise, device)
 
     def _sandbox(self, job: Job) -> Sandbox:
         """The slot's sandbox, started anew when there is none or it died (IsolationRefused: see `tiers`)."""

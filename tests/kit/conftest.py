@@ -247,8 +247,11 @@ class WarmGrader:
         self._slots = [Slot("auto", self._stage, environment) for _ in range(slots)]
         self._count = 0
 
-    def grade(self, requests: Sequence[tuple[Path, Sequence[str]]], *, quick: bool = False) -> list[Run]:
-        """A Run per (submission folder, exercises), in order, graded WARM_SLOTS at a time."""
+    def grade(self, requests: Sequence[tuple[Path, Sequence[str]]], *, quick: bool | Sequence[bool] = False
+              ) -> list[Run]:
+        """A Run per (submission folder, exercises), in order, graded WARM_SLOTS at a time; `quick` for all of them
+        or one flag per request (`--quick`)."""
+        quicks = [quick] * len(requests) if isinstance(quick, bool) else list(quick)
         idle: queue.Queue[Any] = queue.Queue()
         for slot in self._slots:
             idle.put(slot)
@@ -261,6 +264,7 @@ class WarmGrader:
             from grader.host import tiers
 
             number, (submission, exercises) = numbered
+            quick = quicks[number]
             selection = select(list(exercises), None)
             report = self._workdir / f"warm-{first + number}.json"
             isolation = Isolation(protect=tiers.exposure(selection.suite) or "",
