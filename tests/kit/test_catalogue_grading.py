@@ -8,9 +8,10 @@ inside a copy of the reference solutions with only that one file swapped in, so 
 on its own, the way a student's lone slip is, and the feedback must name that mistake (its
 DIAGNOSIS), once. A correct variant keeps full marks in its own exercise and in every exercise built
 on it (a float32 softmax from the course notes must not cost points in the float64 test of the whole
-Transformer), all but the capstone's training for the exercises the Transformer builds on. Held-out mistakes (`submissions/<exercise>/held_out.py`), realistic slips kept out of the
-catalogue, lose points in their exercise and are told no known mistake's name. That correct code is never
-diagnosed is checked in-process, cheaply, in test_diagnosis.py.
+Transformer), all but the capstone's training for the exercises the Transformer builds on. Held-out
+mistakes (`submissions/<exercise>/held_out.py`), realistic slips kept out of the catalogue, lose points in
+their exercise and are told no known mistake's name. That correct code is never diagnosed is checked
+in-process, cheaply, in test_diagnosis.py.
 """
 
 from __future__ import annotations
