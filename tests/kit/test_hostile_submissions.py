@@ -122,7 +122,7 @@ def hostile(request, grader_cli, grader_env, failing_bwrap, as_nobody) -> Hostil
     if name == "infinite_loop":
         # Each hung call runs into the per-call limit, twice before the function is given up: what is checked is
         # that the limit holds and grading goes on, not its default length (20 s, twice, at every tier).
-        env["GRADER_CALL_TIMEOUT_S"] = "4"
+        env["GRADER_CALL_TIMEOUT_S"] = "2"
     if name == "memory_blowup":  # likewise the memory limit: that it holds, not how much writing 4 GiB takes
         env["GRADER_MEMORY_LIMIT_MB"] = "1536"
     prefix: tuple[str, ...] = ()
