@@ -16,6 +16,7 @@ import signal
 import stat
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-# Slow by nature: every attack graded cold at three tiers, each in a grader of its own (about two minutes).
+# Slow by nature: every attack graded cold at three tiers, each in a grader of its own, two at a time.
 pytestmark = pytest.mark.slow
 HOSTILE = Path(__file__).resolve().parent / "submissions" / "hostile"
 NAMES = sorted(p.name for p in HOSTILE.iterdir() if p.is_dir())
@@ -101,14 +102,39 @@ def _tier_problem(tier: str) -> str | None:
     return None
 
 
+# Their processes carry the marker, or they write into folders every run shares: graded with nothing else running.
+ALONE = frozenset({"fake_reports", "setsid_child", "signal_through_a_file", "steal_environment"})
+
+
+@pytest.fixture(scope="module")
+def hostile_runs(selected_params, grader_cli, grader_env, failing_bwrap, as_nobody
+                 ) -> dict[tuple[str, str], HostileRun]:
+    """Every (tier, submission) this session's tests read, each graded once, cold: two at a time (one per core),
+    except those in ALONE, graded one by one afterwards, so that a leftover process is always the run's own."""
+    chosen = [pair for pair in dict.fromkeys(selected_params("hostile")) if not _tier_problem(pair[0])]
+
+    def grade(pair: tuple[str, str]) -> HostileRun:
+        return _grade_hostile(*pair, grader_cli, grader_env, failing_bwrap, as_nobody)
+
+    together = [pair for pair in chosen if pair[1] not in ALONE]
+    with ThreadPoolExecutor(2) as pool:
+        runs = dict(zip(together, pool.map(grade, together), strict=True))
+    runs.update((pair, grade(pair)) for pair in chosen if pair[1] in ALONE)
+    return runs
+
+
 @pytest.fixture(scope="module", params=[(tier, name) for tier in TIERS for name in NAMES],
                 ids=[f"{tier}-{name}" for tier in TIERS for name in NAMES])
-def hostile(request, grader_cli, grader_env, failing_bwrap, as_nobody) -> HostileRun:
-    """Grades one hostile submission once at one tier; every test below reads the same run."""
+def hostile(request, hostile_runs) -> HostileRun:
+    """One hostile submission graded at one tier; every test below reads the same run."""
     tier, name = request.param
     problem = _tier_problem(tier)
     if problem:
         pytest.skip(f"no {tier} tier here: {problem}")
+    return hostile_runs[(tier, name)]
+
+
+def _grade_hostile(tier, name, grader_cli, grader_env, failing_bwrap, as_nobody) -> HostileRun:
     assert not marked_processes(), "marked processes were alive before grading started"
     # A copy, so that writes to the folders around it land in a temporary folder, not in the kit;
     # one that uid 65534 can use, for the `none` tier.
