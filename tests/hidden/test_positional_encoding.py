@@ -104,8 +104,9 @@ def test_pe_is_a_float32_buffer_of_shape_1_max_len_d_model(impl, d_model, max_le
     shape, dtype = tuple(info.buffers["pe"]["shape"]), info.buffers["pe"]["dtype"]
     expected = (1, max_len or DEFAULT_MAX_LEN, d_model)
     if shape != expected:
-        raise AssertionError(f"pe has shape {shape}, expected {expected} = (1, max_len, d_model). Hint: the leading 1 "
-                             "broadcasts over the batch: register pe.unsqueeze(0).")
+        hint = ("the leading 1 broadcasts over the batch: register pe.unsqueeze(0)." if shape == expected[1:] else
+                "build a (max_len, d_model) table, max_len = 5000 by default, then register pe.unsqueeze(0).")
+        raise AssertionError(f"pe has shape {shape}, expected {expected} = (1, max_len, d_model). Hint: {hint}")
     if dtype != "float32":
         raise AssertionError(f"pe has dtype {dtype}, expected float32 (torch's default), so that float32 inputs stay "
                              "float32. Hint: build the table with torch.zeros(max_len, d_model).")
@@ -133,7 +134,7 @@ def test_pe_values_lie_between_minus_one_and_one(impl):
     largest = pe.abs().max().item() if pe.numel() else 0.0
     if not largest <= 1.0:
         raise AssertionError(f"pe holds a value of absolute value {largest:.4g}, expected every value in [-1, 1]. "
-                             "Hint: every entry is a sin or a cos of the angle, never the angle itself.")
+                             "Hint: every entry is a sin or a cos of an angle, so it lies in [-1, 1].")
 
 
 FORWARD = {
@@ -142,7 +143,7 @@ FORWARD = {
     "B2 T7 of 7": (2, 7, 6, 7, torch.float32),
     "float64 B2 T12 of 50": (2, 12, 16, 50, torch.float64),
 }
-FORWARD_HINT = "return x + self.pe[:, :T] with T = x.size(1): the first T rows of the table, not all max_len of them."
+FORWARD_HINT = "return x + self.pe[:, :T] with T = x.size(1): the first T rows of the (1, max_len, d_model) table."
 
 
 def own_table(module, d_model: int, max_len: int) -> torch.Tensor | None:
@@ -200,10 +201,18 @@ def test_float32_input_gives_float32_output(impl, device, seed):
     with hint_on_crash(FORWARD_HINT):
         out = expect_tensor(module(torch.randn(2, 10, 16, device=device)), name="PositionalEncoding(16)(x)")
     if out.dtype != torch.float32:
-        raise AssertionError(f"for a float32 x the output has dtype {out.dtype}, expected float32. Hint: keep pe in "
-                             "float32 (torch.zeros(max_len, d_model)); a float64 table turns the sum into float64.")
+        table = own_table(module, 16, 50)
+        if table is None:
+            hint = "return x + self.pe[:, :T], with pe a float32 buffer (torch.zeros(max_len, d_model))."
+        elif table.dtype != torch.float32:
+            hint = (f"keep pe in float32 (torch.zeros(max_len, d_model)): yours is {table.dtype}, and the sum takes "
+                    "the wider dtype of the two.")
+        else:
+            hint = "pe is float32, so look for a cast on the way: return x + self.pe[:, :T], through self.dropout."
+        raise AssertionError(f"for a float32 x the output has dtype {out.dtype}, expected float32. Hint: {hint}")
 
 
+@pytest.mark.hint_after("test_forward_adds_pe_of_the_first_T_positions")  # the same, without dropout
 @pytest.mark.points(1)
 def test_eval_mode_is_deterministic(impl, device, seed):
     module = build(impl, device, 16, 50, dropout=0.5)
@@ -216,6 +225,7 @@ def test_eval_mode_is_deterministic(impl, device, seed):
         check_sum(out, module, x, 50, name=f"output in eval mode, {call} call", hint=hint)
 
 
+@pytest.mark.hint_after("test_forward_adds_pe_of_the_first_T_positions")  # the same, without dropout
 @pytest.mark.points(2)
 def test_dropout_in_training_mode_acts_on_the_sum(impl, device, seed):
     module = build(impl, device, 16, 50, dropout=0.5)
@@ -240,6 +250,7 @@ DROPOUT_HINT = ("self.dropout = nn.Dropout(dropout) with the constructor's dropo
                 "applied once, to the sum")
 
 
+@pytest.mark.hint_after("test_forward_adds_pe_of_the_first_T_positions")  # the same, without dropout
 @pytest.mark.points(1)
 def test_default_dropout_is_zero_in_training_mode(impl, device, seed):
     module = build(impl, device, 16, 50)

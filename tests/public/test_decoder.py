@@ -132,8 +132,9 @@ def test_future_target_tokens_do_not_leak(impl, device, seed):
             s = int(torch.nonzero(leak)[0])
             raise AssertionError(
                 f"Decoder output at position {s} changed when only target positions {t + 1} to {T_TGT - 1} changed: "
-                "the decoder peeks at tokens it must predict. Hint: self_attn = MultiHeadAttention(..., "
-                "is_causal=True), and queries, keys and values of self-attention all come from the target."
+                "the decoder peeks at tokens it must predict. Hint: a later target token reaches an earlier position "
+                "only through attention: self_attn must be causal (MultiHeadAttention(..., is_causal=True)), and "
+                "cross_attn reads its keys and values from memory, not the target."
             )
 
 
@@ -172,8 +173,9 @@ def test_tgt_mask_blocks_target_padding(impl, device, seed):
     changed[:, 2] = torch.randn(2, D_MODEL, device=device)
     before, after = run(m, x, memory, tgt_mask=tgt_mask), run(m, changed, memory, tgt_mask=tgt_mask)
     assert_close(after[:, 3:], before[:, 3:], atol=1e-5, name="Decoder output at positions 3 and later",
-                 hint="only target position 2 changed, and tgt_mask blocks it as a key. tgt_mask is an extra keep "
-                      "mask for self-attention, on top of the causal one: self.self_attn(y, y, y, tgt_mask).")
+                 hint="only target position 2 changed, and tgt_mask blocks it as a key, so no later position may "
+                      "read it: tgt_mask is an extra keep mask for self-attention, on top of the causal one, "
+                      "self.self_attn(y, y, y, tgt_mask), and cross-attention reads memory, not the target.")
 
 
 @pytest.mark.points(1)

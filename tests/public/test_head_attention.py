@@ -54,7 +54,7 @@ def test_output_has_shape_batch_time_head_size(impl, device, seed, T):
     out = call(head(impl, device), x)
     assert tuple(out.shape) == (3, T, HEAD_SIZE), (
         f"output has shape {tuple(out.shape)} for x of shape (3, {T}, {N_EMBD}), expected (3, {T}, {HEAD_SIZE}) "
-        f"= (B, T, head_size). Hint: use only the top-left corner of the mask, self.tril[:T, :T]."
+        f"= (B, T, head_size). Hint: the (B, T, T) attention weights @ v (B, T, head_size) give (B, T, head_size)."
     )
 
 
@@ -110,7 +110,7 @@ def test_course_notes_worked_example_scaled_by_head_size(impl, device, seed):
     x = torch.cat([tokens, torch.randn(5, 4, device=device)], dim=-1)[None]  # (1, 5, 8); only the tokens count
     out = call(m, x)
     hint = ("with these weights q = k = v = the notes' tokens (head_size 4); the last token sees all five, so its "
-            "weights are the notes' last row. Divide the scores by sqrt(head_size) = 2, not sqrt(n_embd).")
+            "weights are the notes' last row, whose scores are divided by sqrt(head_size) = 2.")
     assert_close(out[0, 0], tokens[0], atol=1e-5, name="output at position 0 (which sees only itself)", hint=hint)
     assert_close(out[0, 4], torch.tensor(LAST_ROW, device=device) @ tokens, atol=3e-4,
                  name="output at position 4", hint=hint)
@@ -128,8 +128,9 @@ def test_zero_queries_average_the_past_values(impl, device, seed):
     counts = torch.arange(1, 7, device=device, dtype=x.dtype)[None, :, None]
     expected = x[..., :HEAD_SIZE].cumsum(dim=1) / counts  # position t: the mean of positions 0..t
     assert_close(call(m, x), expected, atol=1e-5, name="output with all scores 0",
-                 hint="equal scores must give equal weights over positions 0..t: mask with tril[:T, :T], then "
-                      "softmax over the last dim (the keys).")
+                 hint="with query.weight = 0 every score is 0, so position t outputs the plain mean of the values "
+                      "v = self.value(x) at positions 0..t (value keeps the first head_size features here): weights "
+                      "from the tril[:T, :T] mask and a softmax over the last dim (the keys), times v.")
 
 
 @pytest.mark.points(1)
@@ -145,6 +146,7 @@ def test_dropout_only_while_training(impl, device, seed):
     )
 
 
+@pytest.mark.hint_after("test_zero_queries_average_the_past_values")  # the same, without dropout
 @pytest.mark.points(1)
 def test_dropout_acts_on_the_attention_weights(impl, device, seed):
     m = head(impl, device)

@@ -26,7 +26,8 @@ def test_causal_average_of_one_two_three(impl, device):
     x = torch.tensor([[[1.0], [2.0], [3.0]]], device=device)  # (1, 3, 1)
     expected = torch.tensor([[[1.0], [1.5], [2.0]]], device=device)
     assert_close(impl.masking.causal_average(x), expected, atol=1e-6, name="causal_average([[1], [2], [3]])",
-                 hint="position t is the mean of x[:, 0..t]: 1, (1+2)/2, (1+2+3)/3, each divided by t+1, not by T.")
+                 hint="position t is the mean of x[:, 0..t]: 1, (1+2)/2, (1+2+3)/3, each sum divided by t+1, the "
+                      "number of positions it averages.")
 
 
 @pytest.mark.points(1)
@@ -62,6 +63,7 @@ def test_masked_weights_are_zero_above_the_diagonal_and_rows_sum_to_one(impl, de
                  hint="softmax over the last dim (each row), after masking.")
 
 
+@pytest.mark.hint_after("test_masked_weights_are_zero_above_the_diagonal_and_rows_sum_to_one")  # blocks by value
 @pytest.mark.points(1)
 def test_equal_scores_give_the_course_notes_averaging_weights(impl, device):
     out = impl.masking.weight_mask_and_normalization(torch.zeros(4, 4, device=device))

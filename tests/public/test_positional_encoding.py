@@ -32,10 +32,10 @@ def as_3d(pe: torch.Tensor) -> torch.Tensor:
 def test_pe_has_shape_one_by_max_len_by_d_model(impl):
     pe = table(impl, 8, 20)
     if tuple(pe.shape) != (1, 20, 8):
-        raise AssertionError(
-            f"PositionalEncoding(8, max_len=20).pe has shape {tuple(pe.shape)}, expected (1, 20, 8) = "
-            "(1, max_len, d_model). Hint: the leading 1 broadcasts over the batch: register pe.unsqueeze(0)."
-        )
+        hint = ("the leading 1 broadcasts over the batch: register pe.unsqueeze(0)." if tuple(pe.shape) == (20, 8) else
+                "build a (max_len, d_model) table, a sin or a cos in every column, then register pe.unsqueeze(0).")
+        raise AssertionError(f"PositionalEncoding(8, max_len=20).pe has shape {tuple(pe.shape)}, expected (1, 20, 8) = "
+                             f"(1, max_len, d_model). Hint: {hint}")
 
 
 @pytest.mark.confirmed_by("test_forward_adds_the_encodings_of_the_first_T_positions")

@@ -100,7 +100,8 @@ def test_feed_forward_keeps_the_shape_of_its_input(impl, device, seed):
         out = run(ff, torch.randn(*shape, device=device), what="FeedForward")
         assert tuple(out.shape) == shape, (
             f"FeedForward output has shape {tuple(out.shape)} for an input of shape {shape}; expected the same. "
-            "Hint: nn.Linear acts on the last dim, whatever the leading dims: no view or reshape is needed."
+            "Hint: w2 maps d_ff back to d_model, and nn.Linear acts on the last dim whatever the leading dims, so no "
+            "view or reshape is needed."
         )
 
 
@@ -140,14 +141,15 @@ def test_any_module_works_as_the_sublayer(impl, device, seed):
           name="ResidualConnection output with an nn.Linear sublayer", hint=PRE_NORM + ".")
 
 
+@pytest.mark.hint_after("test_residual_is_pre_norm")  # the same, with dropout=0.5
 @pytest.mark.points(1)
 def test_dropout_acts_only_in_training_mode(impl, device, seed):
     rc = impl.sublayers.ResidualConnection(D_MODEL, dropout=0.5).to(device).eval()
     x = torch.randn(4, 8, D_MODEL, device=device)
     evaluated = run(rc, x, impl.probes.Scale(1.0), what="ResidualConnection")
     check(evaluated, lambda x: pre_norm(x, lambda y: y), x, name="ResidualConnection output in eval mode",
-          hint="in eval mode the output is the one without dropout, " + PRE_NORM + ". If only this test fails, call "
-               "self.dropout (an nn.Dropout switches itself off in eval mode), not F.dropout(..., training=True).")
+          hint="in eval mode the output is the one without dropout: call self.dropout (an nn.Dropout switches itself "
+               "off in eval mode), not F.dropout(..., training=True).")
     rc.train()
     added = run(rc, x, impl.probes.Scale(1.0), what="ResidualConnection") - x  # dropout(norm(x)), train mode
     normed = F.layer_norm(x, (D_MODEL,))

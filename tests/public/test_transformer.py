@@ -121,6 +121,9 @@ def test_encode_decode_and_logits_have_the_right_shapes(impl, device, seed):
 
 # --- the embedding scale, the positions, the logits --------------------------------------------
 
+DECODE = "test_embeddings_are_scaled_by_sqrt_d_model_and_positions_added[decode]"
+LOGITS = "test_logits_are_the_generator_of_the_decoder_output"
+
 MISTAKES = {  # (scale, positions added) -> what the output looks like instead
     (1.0, True): "the embeddings are not multiplied by sqrt(d_model)",
     (float(D_MODEL), True): "the embeddings are multiplied by d_model instead of sqrt(d_model)",
@@ -156,6 +159,7 @@ def test_embeddings_are_scaled_by_sqrt_d_model_and_positions_added(impl, device,
     assert_close(out, by_hand(weights, embed, tokens), atol=1e-4, name=f"{side} with pass-through layers", hint=hint)
 
 
+@pytest.mark.hint_after(DECODE)  # its hint assumes decode is right
 @pytest.mark.points(1)
 def test_logits_are_the_generator_of_the_decoder_output(impl, device, seed):
     m = transformer(impl, device)
@@ -166,8 +170,7 @@ def test_logits_are_the_generator_of_the_decoder_output(impl, device, seed):
     expected = by_hand(weights, "tgt_embed", tgt) @ weights["generator.weight"].T + weights["generator.bias"]
     logits = expect_tensor(m(src, tgt), name="Transformer output")
     hint = ("forward returns self.generator(decode(encode(src), tgt)): raw scores (logits), without a softmax; "
-            "with pass-through layers that is generator(LayerNorm(tgt_embed(tgt) * sqrt(d_model) + pe[:, :T])), so "
-            "if the decode test fails too, fix that first.")
+            "with pass-through layers that is generator(LayerNorm(tgt_embed(tgt) * sqrt(d_model) + pe[:, :T])).")
     if logits.shape == expected.shape and torch.allclose(logits.sum(-1), torch.ones_like(logits.sum(-1)), atol=1e-4):
         hint += " Yours sum to 1 over the vocabulary: cross-entropy and argmax take the logits themselves."
     assert_close(logits, expected, atol=1e-4, name="logits with pass-through layers", hint=hint)
@@ -216,6 +219,7 @@ def test_greedy_decode_repeats_the_only_likely_token(impl, device, seed):
     )
 
 
+@pytest.mark.hint_after(DECODE, LOGITS)  # its hint assumes decode and the generator are right
 @pytest.mark.points(1)
 def test_greedy_decode_matches_a_decoding_by_hand(impl, device, seed):
     m = transformer(impl, device)
@@ -230,10 +234,11 @@ def test_greedy_decode_matches_a_decoding_by_hand(impl, device, seed):
     assert ys.cpu().tolist() == [expected] * 2, (
         f"with pass-through layers greedy_decode returned {ys.cpu().tolist()}, expected {[expected] * 2}. Hint: "
         "each step decodes all of ys (positions 0..t, so position t gets pe[t]) and appends the argmax of the "
-        "generator's logits at the LAST position, out[:, -1]. If the decode test fails too, fix that first."
+        "generator's logits at the LAST position, out[:, -1]."
     )
 
 
+@pytest.mark.hint_after(LOGITS)  # its hint assumes forward is generator(decode(...))
 @pytest.mark.points(1)
 def test_each_greedy_token_is_the_models_most_likely_next_token(impl, device, seed):
     m = transformer(impl, device, seed)

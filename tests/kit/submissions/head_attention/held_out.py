@@ -13,4 +13,9 @@ VARIANTS = (
         why="Divides the scores by the square root of T instead of head_size.",
         edits=(("math.sqrt(k.size(-1))", "math.sqrt(T)"),),
     ),
+    EditedVersion(
+        name="softmax_in_float32_not_cast_back",
+        why="Takes the softmax in float32, as the course notes do, but never casts the weights back to x's dtype.",
+        edits=(("wei = wei.softmax(dim=-1)", "wei = wei.float().softmax(dim=-1)"),),
+    ),
 )

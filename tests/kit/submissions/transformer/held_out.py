@@ -14,4 +14,9 @@ VARIANTS = (
         edits=(("y = self.tgt_embed(tgt) * math.sqrt(self.d_model)",
                 "y = self.src_embed(tgt) * math.sqrt(self.d_model)"),),
     ),
+    EditedVersion(
+        name="greedy_decodes_only_the_last_token",
+        why="Each greedy step decodes only the last token of ys, so it always sits at position 0.",
+        edits=(("out = model.decode(memory, ys)", "out = model.decode(memory, ys[:, -1:])"),),
+    ),
 )
