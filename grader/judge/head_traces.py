@@ -22,16 +22,17 @@ from grader.judge.tracers import (
     Part,
     Setup,
     Trace,
-    _cast,
-    _dtype,
-    _output,
-    _shape,
+    cast_weights,
+    checked_output,
+    parameter_dtype,
+    parameter_shape,
+    uneven,
 )
 
 
 def multi_head(info: Part) -> Setup:
-    dim, _ = _shape(info, "wq.weight", "MultiHeadAttention")
-    dtype = _dtype(info, "wq.weight")
+    dim, _ = parameter_shape(info, "wq.weight", "MultiHeadAttention")
+    dtype = parameter_dtype(info, "wq.weight")
     n_heads = info.n_heads
     if not isinstance(n_heads, int) or n_heads < 1 or dim % n_heads:
         shown = n_heads if isinstance(n_heads, int) else str(n_heads)
@@ -43,7 +44,7 @@ def multi_head(info: Part) -> Setup:
     rows = max(32, min(4 * BATCH * LENGTH // T, 4096 // dim))  # fewer for wide models: each row reads more
     small = 0.2 / math.sqrt(dim)  # small scores: every weight near 1 / (t + 1), none too small to read
     spread = 1 / math.sqrt(dim)
-    weights = _cast({"wq.weight": torch.randn(dim, dim) * small, "wk.weight": torch.randn(dim, dim) * small,
+    weights = cast_weights({"wq.weight": torch.randn(dim, dim) * small, "wk.weight": torch.randn(dim, dim) * small,
                      "wv.weight": torch.randn(dim, dim) * spread, "wo.weight": torch.randn(dim, dim) * spread}, dtype)
     x = torch.randn(rows, T, dim).to(dtype)
     keep = torch.ones(T, T, dtype=torch.bool).tril().view(1, 1, T, T)  # row t: t + 1 keys
@@ -86,7 +87,7 @@ class _Heads:
 
     def read(self, out: object) -> _Read:
         rows, T, n_heads, head_dim = self.rows, self.T, self.n_heads, self.head_dim
-        out = _output(out, what="MultiHeadAttention output", shape=(rows, T, n_heads * head_dim)).double()
+        out = checked_output(out, what="MultiHeadAttention output", shape=(rows, T, n_heads * head_dim)).double()
         weights = torch.full((rows, T, n_heads, T), math.nan, dtype=torch.float64)
         solved = torch.zeros(rows, T, dtype=torch.bool)
         if not bool(out.isfinite().all()):
@@ -140,11 +141,6 @@ class _Heads:
                 ratios.append(ratio.sum(dim=-1)[~zero.any(dim=-1)])
         kept = torch.cat(ratios) if ratios else torch.zeros(0, dtype=torch.float64)
         scale = float(kept.median()) if kept.numel() else None
-        if nominal is not None and scale is not None:
-            off = (kept - scale).abs() > READ_RTOL * abs(scale)
-            if bool(off.any()):
-                return Trace("MultiHeadAttention", (), scale, 2,
-                             f"of its attention weights, read back from its output, some came out {scale:.4f} and "
-                             f"others {float(kept[off][0]):.4f} times their value without dropout, which no dropout "
-                             f"gives (it scales every value it keeps alike), {UNREAD}")
+        if nominal is not None and scale is not None and (odd := uneven(kept, scale, "attention weights")):
+            return Trace("MultiHeadAttention", (), scale, 2, odd)
         return Trace("MultiHeadAttention", (Dropping("attention weights", dropped, seen), outputs), scale, 2)

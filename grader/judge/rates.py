@@ -20,7 +20,7 @@ import torch
 from grader.host.failures import SubmissionFailure
 from grader.host.remote import Remote
 from grader.judge import head_traces, tracers
-from grader.judge.structure import ModuleInfo, describe
+from grader.judge.structure import describe
 from grader.judge.tracers import Part, Setup, Trace, within
 
 Module = torch.nn.Module | Remote
@@ -46,14 +46,15 @@ def traces(listed: tuple[tuple[str, str], ...], module: Module, *, training: boo
     here.
     """
     info = describe(module)
+    parameters, buffers = _tensors(info.parameters), _tensors(info.buffers)  # the worker's word, checked once
     for path, _ in listed:
         if path and path not in info.classes:
             raise AssertionError(f"{what} has no submodule {path}. Hint: use the attribute names of the docstring.")
     get = module.get_submodule if any(path for path, _ in listed) else None
     handles = [get(path) if path and get is not None else module for path, _ in listed]
-    setups = [SETUPS[kind](_part(info, path, kind, handle))
+    setups = [SETUPS[kind](_part(parameters, buffers, path, kind, handle))
               for (path, kind), handle in zip(listed, handles, strict=True)]
-    _load(module, info, listed, setups)
+    _load(module, parameters, listed, setups)
     module.train(training)
     torch_there = _torch_of(module)
     return [(path, setup.run(_Calls(handle, torch_there), training))
@@ -117,20 +118,22 @@ def _torch_of(module: Module) -> Any:
     return torch
 
 
-def _part(info: ModuleInfo, path: str, kind: str, handle: Module) -> Part:
+def _part(parameters: dict[str, dict[str, Any]], buffers: dict[str, dict[str, Any]], path: str, kind: str,
+          handle: Module) -> Part:
     """What `describe` says the part at `path` is made of, every parameter under each of its names."""
     prefix = f"{path}." if path else ""
-    parameters = {name[len(prefix):]: entry for primary, entry in _tensors(info.parameters).items()
-                  for name in (primary, *entry.get("aliases", ())) if name.startswith(prefix)}
-    buffers = {name[len(prefix):]: entry for name, entry in _tensors(info.buffers).items() if name.startswith(prefix)}
+    own = {name[len(prefix):]: entry for primary, entry in parameters.items()
+           for name in (primary, *entry.get("aliases", ())) if name.startswith(prefix)}
+    own_buffers = {name[len(prefix):]: entry for name, entry in buffers.items() if name.startswith(prefix)}
     n_heads = None
     if kind == "MultiHeadAttention":
         with contextlib.suppress(AttributeError, SubmissionFailure):  # the setup says what is missing
             n_heads = handle.n_heads
-    return Part(parameters, buffers, n_heads if type(n_heads) is int else repr(n_heads)[:40])
+    return Part(own, own_buffers, n_heads if type(n_heads) is int else repr(n_heads)[:40])
 
 
-def _load(module: Module, info: ModuleInfo, listed: tuple[tuple[str, str], ...], setups: list[Setup]) -> None:
+def _load(module: Module, parameters: dict[str, dict[str, Any]], listed: tuple[tuple[str, str], ...],
+          setups: list[Setup]) -> None:
     """Load every part's weights in one call, by their names from `module`; then zero each parameter of those
     parts that no weight names under any of its names (an extra bias would hide the trace), but the allowed."""
     owners = [(path, setup) for (path, _), setup in zip(listed, setups, strict=True) if setup.weights is not None]
@@ -142,13 +145,13 @@ def _load(module: Module, info: ModuleInfo, listed: tuple[tuple[str, str], ...],
         name = unexpected[0]
         path, kind = next(((path, kind) for path, kind in listed if not path or name.startswith(path + ".")),
                           listed[0])
-        inside = sorted(n[len(path) + 1:] if path else n for n in info.parameters if not path or n.startswith(path))
+        inside = sorted(n[len(path) + 1:] if path else n for n in parameters if not path or n.startswith(path))
         shown = name[len(path) + 1:] if path else name
         raise AssertionError(f"{kind} has no parameter or buffer {shown!r}; its parameters start "
                              f"{inside[:4] or 'none'}. Hint: the grader loads weights by name: use the attribute "
                              "names of the docstring.")
     zeros = {}
-    for primary, entry in _tensors(info.parameters).items():
+    for primary, entry in parameters.items():
         names = (primary, *entry.get("aliases", ()))
         for path, setup in owners:
             inside = [n[len(path) + 1:] if path else n for n in names if not path or n.startswith(path + ".")]

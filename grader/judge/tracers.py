@@ -87,12 +87,21 @@ def _ratios(kind: str, ratios: torch.Tensor, site: str) -> Trace:
     if kept.numel() == 0:
         return Trace(kind, (Dropping(site, int(dropped.sum()), ratios.numel()),), None, 1)
     scale = float(kept.median())
-    off = (kept - scale).abs() > READ_RTOL * abs(scale)
-    if bool(off.any()):
-        return Trace(kind, (), scale, 1, f"of its {site}, read back from its output, some came out {scale:.4f} "
-                                         f"and others {float(kept[off][0]):.4f} times their value without dropout, "
-                                         f"which no dropout gives (it scales every value it keeps alike), {UNREAD}")
+    odd = uneven(kept, scale, site)
+    if odd:
+        return Trace(kind, (), scale, 1, odd)
     return Trace(kind, (Dropping(site, int(dropped.sum()), ratios.numel()),), scale, 1)
+
+
+def uneven(kept: torch.Tensor, scale: float, site: str) -> str:
+    """What is odd about the kept values' ratios to their no-dropout values, or '': dropout scales all it keeps
+    alike, by one scale."""
+    off = (kept - scale).abs() > READ_RTOL * abs(scale)
+    if not bool(off.any()):
+        return ""
+    return (f"of its {site}, read back from its output, some came out {scale:.4f} and others "
+            f"{float(kept[off][0]):.4f} times their value without dropout, which no dropout gives (it scales every "
+            f"value it keeps alike), {UNREAD}")
 
 
 def _unscaled(kind: str, weight: torch.Tensor, below: torch.Tensor, site: str) -> Trace:
@@ -143,8 +152,8 @@ class Setup:
 
 
 def _feed_forward(info: Part) -> Setup:
-    d_ff, d_model = _shape(info, "w1.weight", "FeedForward")
-    dtype = _dtype(info, "w1.weight")
+    d_ff, d_model = parameter_shape(info, "w1.weight", "FeedForward")
+    dtype = parameter_dtype(info, "w1.weight")
     # Every hidden unit is relu of a random sum that is mostly positive. The first `width` units reach the output
     # through orthonormal columns of w2, the others through random columns orthogonal to those: the first ones are
     # read back exactly by the transpose, and no column of w2 is special to look at.
@@ -156,12 +165,12 @@ def _feed_forward(info: Part) -> Setup:
     b1 = torch.rand(d_ff, dtype=torch.float64) + 0.5
     w2 = torch.cat([columns / math.sqrt(width), rest], dim=1)
     b2 = torch.randn(d_model, dtype=torch.float64) * 0.1
-    weights = _cast({"w1.weight": w1, "w1.bias": b1, "w2.weight": w2, "w2.bias": b2}, dtype)
+    weights = cast_weights({"w1.weight": w1, "w1.bias": b1, "w2.weight": w2, "w2.bias": b2}, dtype)
     x = torch.randn(BATCH, LENGTH, d_model).to(dtype)
     hidden = torch.relu(x.double() @ weights["w1.weight"].double().T + weights["w1.bias"].double())[..., :width]
 
     def run(call: Calls, training: bool) -> Trace:
-        out = _output(call(x), what="FeedForward output", shape=(BATCH, LENGTH, d_model)).double()
+        out = checked_output(call(x), what="FeedForward output", shape=(BATCH, LENGTH, d_model)).double()
         seen = (out - weights["w2.bias"].double()) @ columns * math.sqrt(width)  # (m * hidden * scale)
         shown = hidden >= SHOWN
         return _ratios("FeedForward", seen[shown] / hidden[shown], "hidden activations")
@@ -170,11 +179,11 @@ def _feed_forward(info: Part) -> Setup:
 
 
 def _residual(info: Part) -> Setup:
-    (d_model,) = _shape(info, "norm.weight", "ResidualConnection")
-    x = torch.randn(BATCH, LENGTH, d_model).to(_dtype(info, "norm.weight"))
+    (d_model,) = parameter_shape(info, "norm.weight", "ResidualConnection")
+    x = torch.randn(BATCH, LENGTH, d_model).to(parameter_dtype(info, "norm.weight"))
 
     def run(call: Calls, training: bool) -> Trace:  # x + dropout(ones): the sublayer ignores what the norm gives
-        out = _output(call(x, call.torch.ones_like), what="ResidualConnection output", shape=x.shape)
+        out = checked_output(call(x, call.torch.ones_like), what="ResidualConnection output", shape=x.shape)
         return _ratios("ResidualConnection", out.double() - x.double(), "outputs of the sublayer")
 
     return Setup(None, (), run)
@@ -191,9 +200,9 @@ def _positional(info: Part) -> Setup:
     x = torch.randn(BATCH, min(LENGTH, max_len), d_model).to(dtype)
 
     def run(call: Calls, training: bool) -> Trace:  # dropout(x + pe), read against x + its own pe
-        pe = _output(call.buffer("pe"), what="PositionalEncoding.pe", shape=(1, max_len, d_model))
+        pe = checked_output(call.buffer("pe"), what="PositionalEncoding.pe", shape=(1, max_len, d_model))
         nominal = (x + pe[:, : x.shape[1]].to(x.dtype)).double()
-        out = _output(call(x), what="PositionalEncoding output", shape=x.shape).double()
+        out = checked_output(call(x), what="PositionalEncoding output", shape=x.shape).double()
         shown = nominal.abs() >= SHOWN
         return _ratios("PositionalEncoding", out[shown] / nominal[shown], "values of x + pe")
 
@@ -201,13 +210,13 @@ def _positional(info: Part) -> Setup:
 
 
 def _head(info: Part) -> Setup:
-    head_size, n_embd = _shape(info, "key.weight", "HeadAttention")
+    head_size, n_embd = parameter_shape(info, "key.weight", "HeadAttention")
     block = info.buffers.get("tril", info.parameters.get("tril", {"shape": [LENGTH]}))["shape"][0]
-    dtype = _dtype(info, "key.weight")
+    dtype = parameter_dtype(info, "key.weight")
     # Each row of weights is read back from the output through the values, which needs T independent values:
     # T well under head_size and n_embd keeps them far from singular.
     T = max(1, min(LENGTH, head_size // 2, n_embd // 2, block))
-    weights = _cast({  # small scores: every weight of a row is near 1 / (t + 1), none too small to read
+    weights = cast_weights({  # small scores: every weight of a row is near 1 / (t + 1), none too small to read
         "query.weight": torch.randn(head_size, n_embd) * (0.2 / math.sqrt(n_embd)),
         "key.weight": torch.randn(head_size, n_embd) * (0.2 / math.sqrt(n_embd)),
         "value.weight": torch.randn(head_size, n_embd) / math.sqrt(n_embd),
@@ -217,7 +226,7 @@ def _head(info: Part) -> Setup:
     below = torch.ones(T, T, dtype=torch.bool).tril()
 
     def read(out: object) -> torch.Tensor | None:  # (B, T, T): out = weights @ values, solved for the weights
-        out = _output(out, what="HeadAttention output", shape=(4 * BATCH, T, head_size)).double()
+        out = checked_output(out, what="HeadAttention output", shape=(4 * BATCH, T, head_size)).double()
         weight = torch.linalg.lstsq(values.transpose(1, 2), out.transpose(1, 2)).solution.transpose(1, 2)
         if not bool((weight @ values - out).norm() <= 1e-4 * out.norm() + 1e-9):
             return None  # not a weighting of value(x): nothing to read
@@ -254,25 +263,25 @@ class Part:
     n_heads: object
 
 
-def _output(value: object, *, what: str, shape: tuple[int, ...] | torch.Size) -> torch.Tensor:
+def checked_output(value: object, *, what: str, shape: tuple[int, ...] | torch.Size) -> torch.Tensor:
     out = expect_tensor(value, name=what).detach()
     if tuple(out.shape) != tuple(shape):
         raise AssertionError(f"{what} has shape {tuple(out.shape)}, expected {tuple(shape)}")
     return out
 
 
-def _cast(weights: dict[str, torch.Tensor], dtype: torch.dtype) -> dict[str, torch.Tensor]:
+def cast_weights(weights: dict[str, torch.Tensor], dtype: torch.dtype) -> dict[str, torch.Tensor]:
     return {name: w.to(dtype) for name, w in weights.items()}
 
 
-def _shape(info: Part, name: str, kind: str) -> list[int]:
+def parameter_shape(info: Part, name: str, kind: str) -> list[int]:
     if name not in info.parameters:
         raise AssertionError(f"{kind} has no parameter {name} (parameters: {sorted(info.parameters)[:4]}). "
                              "Hint: use the attribute names of the docstring.")
     return list(info.parameters[name]["shape"])
 
 
-def _dtype(info: Part, name: str) -> torch.dtype:
+def parameter_dtype(info: Part, name: str) -> torch.dtype:
     dtype = getattr(torch, str(info.parameters[name]["dtype"]), None)
     return dtype if isinstance(dtype, torch.dtype) else torch.float32
 
