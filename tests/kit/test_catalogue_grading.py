@@ -129,11 +129,7 @@ def test_correct_variant_keeps_full_marks(grade_variant, variant: Variant):
 @pytest.mark.parametrize("variant", mistakes(), ids=_id)
 def test_known_mistake_loses_points_and_says_why(grade_variant, variant: Variant):
     exercise, run = grade_variant(variant)
-    result = run.exercise(exercise)
-    assert result["score"] < result["max_score"], f"full marks for a known mistake: {_docstring(variant)}"
-    lost = run.lost_tests(exercise)
-    assert all(t["message"].strip() for t in lost), f"a lost test says nothing:\n{run.feedback(exercise)}"
-    named = [line for t in lost for line in t["message"].splitlines() if line.startswith("Diagnosis: ")]
+    named = _diagnoses_of_a_lost_exercise(run, variant)
     assert named == [f"Diagnosis: {_diagnosis(variant)}"], (
         f"expected the one diagnosis of {_id(variant)}, got {named}:\n{run.feedback(exercise)}"
     )
@@ -144,9 +140,15 @@ def test_held_out_mistake_loses_points_and_is_told_no_wrong_cause(grade_variant,
     """A realistic slip kept out of the catalogue loses points, says why in every lost test, and is never given a
     known mistake's name (test_diagnosis checks the same in-process)."""
     exercise, run = grade_variant(variant)
+    named = _diagnoses_of_a_lost_exercise(run, variant)
+    assert not named, f"{_id(variant)} told {named}:\n{run.feedback(exercise)}"
+
+
+def _diagnoses_of_a_lost_exercise(run, variant: Variant) -> list[str]:
+    """The Diagnosis lines of the variant's exercise, which it must have lost points in, every lost test saying why."""
+    exercise = exercise_of(variant)
     result = run.exercise(exercise)
-    assert result["score"] < result["max_score"], f"full marks for a held-out mistake: {_docstring(variant)}"
+    assert result["score"] < result["max_score"], f"full marks for a mistake: {_docstring(variant)}"
     lost = run.lost_tests(exercise)
     assert all(t["message"].strip() for t in lost), f"a lost test says nothing:\n{run.feedback(exercise)}"
-    named = [line for t in lost for line in t["message"].splitlines() if line.startswith("Diagnosis: ")]
-    assert not named, f"{_id(variant)} told {named}:\n{run.feedback(exercise)}"
+    return [line for t in lost for line in t["message"].splitlines() if line.startswith("Diagnosis: ")]
