@@ -14,6 +14,7 @@ numbers that far apart is almost one-hot, a saturated region where its gradient 
 to 0, so learning stalls. Dividing by sqrt(d_k) brings the variance back to 1 at any width.
 """
 
+import math  # noqa: F401  (math.sqrt, for the scaling)
 from collections.abc import Callable
 
 import torch

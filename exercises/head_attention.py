@@ -21,6 +21,8 @@ Scale by sqrt(head_size), the width of q and k where the dot products happen, no
 sqrt(n_embd), the width of x (attention.py explains why we scale at all).
 """
 
+import math  # noqa: F401  (math.sqrt, for the scaling)
+
 import torch
 from torch import nn
 

@@ -27,6 +27,8 @@ corner, self.mask[:, :, :T_q, :T_k], to the scores. An optional extra keep mask 
 scores-softmax-dropout-values steps if you turn both masks into one keep mask.
 """
 
+import math  # noqa: F401  (math.sqrt, for the scaling)
+
 import torch
 from torch import nn
 

@@ -20,6 +20,8 @@ self.register_buffer("pe", pe), not as an nn.Parameter: a buffer follows the mod
 A common way to write 1 / 10000^(2i / d_model) is torch.exp(-(2i) * math.log(10000.0) / d_model).
 """
 
+import math  # noqa: F401  (math.log, for the frequencies)
+
 import torch
 from torch import nn
 

@@ -17,6 +17,8 @@ ys = [start_symbol]; each step decodes ys, takes the logits of its LAST position
 their argmax (greedy: always the most likely token); stop when ys has max_len tokens.
 """
 
+import math  # noqa: F401  (math.sqrt, for the embeddings' scale)
+
 import torch
 from torch import nn
 

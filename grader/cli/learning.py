@@ -12,7 +12,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 
 from grader.cli.parse import EXIT_FAIL_UNDER, EXIT_OK, default_submission, die, existing_submission
-from grader.cli.render import STATUS_STYLE, points
+from grader.cli.render import marks_for, points, status_style
 from grader.curriculum import BY_ID, EXERCISES
 from grader.grade.selection import hidden_installed, kit_root
 from grader.host import reach
@@ -37,7 +37,7 @@ def list_command(args: argparse.Namespace, console: Console) -> int:
     for number, exercise in enumerate(EXERCISES, start=1):
         suites = [s for s in ("public", "hidden") if (root / "tests" / s / f"test_{exercise.id}.py").is_file()]
         result = results.get(exercise.id)
-        status = "[dim]not checked yet[/]" if result is None else STATUS_STYLE.get(result.status, result.status)
+        status = "[dim]not checked yet[/]" if result is None else status_style(result.status, marks_for(console))
         table.add_row(str(number), exercise.id, exercise.file,
                       f"{exercise.points:g}" if result is None else f"{points(result.score)}/{exercise.points:g}",
                       ", ".join(suites) if suites else "[dim]not yet available[/]", status)
@@ -114,7 +114,7 @@ def show_command(args: argparse.Namespace, console: Console) -> int:
         import importlib.util
 
         if importlib.util.find_spec("matplotlib") is None:
-            die('--png needs matplotlib: pip install "attention-kit[plots]"')
+            die('--png needs matplotlib: from the kit\'s folder, pip install -e ".[plots]"')
         if not (args.png.parent if str(args.png.parent) else Path(".")).is_dir():
             die(f"--png {str(args.png)!r}: the folder {str(args.png.parent)!r} does not exist")
     from grader.student import show

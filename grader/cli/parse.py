@@ -138,5 +138,5 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--submission", type=Path, default=None,
                       help="folder or .zip with the exercise files (default: exercises/)")
     show.add_argument("--png", type=Path, default=None, metavar="PATH",
-                      help='also write the heat-maps as a PNG image (needs pip install "attention-kit[plots]")')
+                      help='also write the heat-maps as a PNG image (needs pip install -e ".[plots]")')
     return parser

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,12 +23,41 @@ from grader.text import clean
 if TYPE_CHECKING:
     from grader.batch.summary import ClassSummary
 
-STATUS_STYLE = {
-    "done": "[green]✔ done[/]",
-    "failing": "[red]✘ failing[/]",
-    "not started": "[dim]○ not started[/]",
-    "slow tests skipped": "[yellow]◐ slow tests skipped[/]",
-}
+@dataclass(frozen=True)
+class Marks:
+    """The marks a result line starts with, and the separator of a title."""
+
+    passed: str
+    failed: str
+    todo: str
+    partial: str
+    separator: str
+
+
+# The first set the output's encoding can write is used: a legacy Chinese console (GB2312, GBK: Windows' cp936)
+# has no ✔ ✘ ◐ and would print each as "?", so that a passing and a failing test look the same.
+MARK_SETS = (Marks("✔", "✘", "○", "◐", "·"), Marks("√", "×", "○", "◎", "|"), Marks("PASS", "FAIL", "-", "~", "|"))
+
+
+def marks_for(console: Console) -> Marks:
+    """The marks `console` can show."""
+    for marks in MARK_SETS:
+        try:
+            "".join(astuple(marks)).encode(console.encoding)
+        except (UnicodeEncodeError, LookupError):
+            continue
+        return marks
+    return MARK_SETS[-1]
+
+
+def status_style(status: str, marks: Marks) -> str:
+    """An exercise's status as the score tables show it."""
+    return {
+        "done": f"[green]{marks.passed} done[/]",
+        "failing": f"[red]{marks.failed} failing[/]",
+        "not started": f"[dim]{marks.todo} not started[/]",
+        "slow tests skipped": f"[yellow]{marks.partial} slow tests skipped[/]",
+    }.get(status, status)
 
 
 # How scoring says that a structure test waits for the behaviour tests that confirm it (grade.scoring._confirmed).
@@ -68,19 +98,21 @@ def say(console: Console, markup: str, *, indent: int = 0) -> None:
 def render(report: GradeReport, console: Console, *, verbose: bool = False, files: Submission | None = None) -> None:
     """The score table, then each failing test with its message (every test when `verbose`)."""
     warn = Console(stderr=True, highlight=False, no_color=console.no_color)
+    marks = marks_for(console)
     for warning in report.warnings:
         warn.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     # The title above the table, not in it: a table's title wraps to the table's width, which breaks a long path.
-    say(console, f"[italic]{escape(report.submission)} · {report.suite} tests · {report.device}[/]")
+    dot = marks.separator
+    say(console, f"[italic]{escape(report.submission)} {dot} {report.suite} tests {dot} {report.device}[/]")
     table = Table()
     table.add_column("Exercise")
     table.add_column("Tests", justify="right")
     table.add_column("Points", justify="right")
     table.add_column("Status")
     for exercise in report.exercises:
-        status = STATUS_STYLE[exercise.status]
+        status = status_style(exercise.status, marks)
         if exercise.blocked_by:
-            status = f"[red]✘ blocked by {', '.join(exercise.blocked_by)}[/]"
+            status = f"[red]{marks.failed} blocked by {', '.join(exercise.blocked_by)}[/]"
         table.add_row(exercise.id, f"{exercise.passed}/{exercise.counted}",
                       f"{points(exercise.score)}/{points(exercise.max_score)}", status)
     table.add_section()
@@ -94,7 +126,8 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False, file
         if exercise.id in unwritten:
             continue
         for test, same in _one_cause_once(shown):
-            mark = {"passed": "[green]✔[/]", "skipped": "[dim]-[/]"}.get(test.outcome, "[red]✘[/]")
+            mark = {"passed": f"[green]{marks.passed}[/]", "skipped": "[dim]-[/]"}.get(test.outcome,
+                                                                                     f"[red]{marks.failed}[/]")
             name = f"{mark} [bold]{escape(_short(test.name))}[/] [dim]({exercise.id})[/]"
             waits = WAITS_FOR.search(test.message) if test.outcome == "failed" else None
             if waits:  # a structure test waiting for a behaviour test: that one says what is wrong
@@ -109,7 +142,7 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False, file
                 say(console, f"[dim]and {len(same)} more test{'s' * (len(same) > 1)} fail the same way: "
                              f"{escape(shown_names)}[/]", indent=4)
     if unwritten:
-        say(console, f"[dim]○ {escape(clean(start_here(unwritten, files), newlines=False))}[/]")
+        say(console, f"[dim]{marks.todo} {escape(clean(start_here(unwritten, files), newlines=False))}[/]")
     console.print(f"[dim]Graded in {report.duration_s:.1f} s, torch {report.torch}, sandbox: {report.sandbox}.[/]")
 
 

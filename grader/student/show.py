@@ -21,6 +21,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from grader.cli.render import marks_for
 from grader.grade.reports import atomic_path
 from grader.host.session import GradingSession
 from grader.text import clean
@@ -144,7 +145,7 @@ def _cell(weight: float, top: float) -> Text:
 def render(heatmap: Heatmap, console: Console) -> None:
     if heatmap.weights is None:
         # The problem quotes the submission's own error message.
-        console.print(f"[yellow]✘[/] {escape(clean(heatmap.problem or '', newlines=False))}")
+        console.print(f"[yellow]{marks_for(console).failed}[/] {escape(clean(heatmap.problem or '', newlines=False))}")
         return
     weights = heatmap.weights
     top = float(weights.nan_to_num(nan=0.0).max()) or 1.0
@@ -161,11 +162,12 @@ def render(heatmap: Heatmap, console: Console) -> None:
     error = heatmap.largest_error
     if error is not None and not error[0] <= TOLERANCE:
         difference, row, column = error
-        console.print(f"[red]✘[/] These weights differ from the formula's by {difference:.4f} at "
+        failed = marks_for(console).failed
+        console.print(f"[red]{failed}[/] These weights differ from the formula's by {difference:.4f} at "
                       f"{TOKENS[row]} → {TOKENS[column]} (expected {float(heatmap.expected[row, column]):.4f}): "
                       f"run `grader check` for what is wrong")
     else:
-        console.print(f"[green]✔[/] {heatmap.verdict}")
+        console.print(f"[green]{marks_for(console).passed}[/] {heatmap.verdict}")
     console.print()
 
 

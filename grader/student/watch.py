@@ -100,12 +100,12 @@ def watch(submission: Path, exercise: str | None, *, console: Console, quick: bo
 
 def _check(checker: WarmChecker, submission: Path, exercise: str, console: Console, *, quick: bool) -> None:
     """One check, shown as `grader check` shows it: the first failure as soon as it is known, then the table."""
-    from grader.cli.render import render, say
+    from grader.cli.render import marks_for, render, say
     from grader.intake.submission import SubmissionInputError, load
 
     def first(failure: FirstFailure) -> None:
-        say(console, f"[red]✘[/] [bold]{escape(clean(failure.test.split('::')[-1], newlines=False))}[/] "
-                     "[dim](first failure; the table follows)[/]")
+        name = escape(clean(failure.test.split("::")[-1], newlines=False))
+        say(console, f"[red]{marks_for(console).failed}[/] [bold]{name}[/] [dim](first failure; the table follows)[/]")
         for line in clean(failure.message).splitlines():
             say(console, escape(line), indent=4)
 
@@ -124,6 +124,8 @@ def _check(checker: WarmChecker, submission: Path, exercise: str, console: Conso
 
 
 def _say_what_next(submission: Path, checked: str, console: Console) -> None:
+    from grader.cli.render import marks_for
+
     result = state.last_results(submission).get(checked)
     if result is None or not result.full_marks:
         if result is not None and result.status == ExerciseStatus.SLOW_TESTS_SKIPPED:
@@ -133,7 +135,7 @@ def _say_what_next(submission: Path, checked: str, console: Console) -> None:
     following = next_exercise(submission, saved=[])
     if following != checked:
         where = escape(clean(_file_of(submission, BY_ID[following].file), newlines=False))
-        console.print(f"[green]✔ {checked} is done.[/] Next: {following}, in {where}; "
+        console.print(f"[green]{marks_for(console).passed} {checked} is done.[/] Next: {following}, in {where}; "
                       f"the next save checks it (`grader hint {following}` if you are stuck).")
 
 

@@ -219,6 +219,33 @@ def test_a_terminal_that_cannot_show_a_character_never_crashes(grader_cli, grade
     assert "ValueError" in runs[0].stdout, runs[0].describe()
 
 
+@pytest.mark.parametrize("encoding, passed, failed", [("utf-8", "✔", "✘"), ("gb2312", "√", "×"), ("gbk", "√", "×"),
+                                                      ("cp936", "√", "×"), ("ascii", "PASS", "FAIL")])
+def test_passing_and_failing_tests_keep_distinct_marks_in_every_encoding(encoding: str, passed: str, failed: str):
+    """A legacy Chinese console (GB2312, GBK) cannot write ✔ or ✘: each would print as '?', and with -v a passing test
+    would look like a failing one. Each encoding gets marks it can write, and they differ."""
+    import io
+
+    from rich.console import Console
+
+    from grader.cli.render import render
+    from grader.grade.reports import GradeReport
+    from grader.grade.scoring import score
+
+    tests = [{"nodeid": f"tests/public/test_attention.py::test_{name}", "outcome": outcome,
+              "metadata": {"exercise": "attention", "points": 1, "message": "" if outcome == "passed" else "wrong"}}
+             for name, outcome in (("right", "passed"), ("wrong", "failed"))]
+    report = GradeReport("sub", "public", "cpu", 1.0, torch.__version__, tuple(score({"tests": tests}, ["attention"])))
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding=encoding, errors="replace")
+    render(report, Console(file=stream, highlight=False, no_color=True, width=100), verbose=True)
+    stream.flush()
+    shown = raw.getvalue().decode(encoding).splitlines()
+    assert f"{passed} test_right (attention)" in shown, shown
+    assert f"{failed} test_wrong (attention)" in shown, shown
+    assert not any(line.startswith("?") or "? " in line for line in shown), shown
+
+
 def test_a_nan_gets_the_hint_for_a_nan_not_the_tests_hint_for_wrong_values():
     """softmax(dim=-2) under a key mask fills the blocked columns with NaN: what follows is about NaN, not masks."""
     from grader.judge.checks import NAN_HINT, assert_close

@@ -134,7 +134,7 @@ def test_show_attention_on_the_stubs_says_what_to_do_next(grader_cli, tmp_path: 
 def test_show_png_without_matplotlib_says_how_to_install_it(grader_cli, tmp_path: Path):
     run = grader_cli.run("show", "attention", "--png", str(tmp_path / "weights.png"), cwd=tmp_path)
     assert_one_line_usage_error(run)
-    assert 'pip install "attention-kit[plots]"' in run.stderr, run.describe()
+    assert 'pip install -e ".[plots]"' in run.stderr, run.describe()
 
 
 @pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs the plots extra (matplotlib)")
@@ -300,3 +300,67 @@ def test_watch_grades_every_save_as_a_cold_check_would_and_leaves_nothing_behind
     time.sleep(1.0)
     alive = [pid for pid in started if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
     assert not alive, f"processes the watch started outlived it: {alive}"
+
+
+def test_every_code_line_of_a_hint_runs_in_its_stub():
+    """Each statement of a hint's code, run where a student pastes it: the stub's imports for globals, and for the
+    other names the values they hold in the reference at that point (its functions' locals, caught as each returns
+    while its exercise's diagnosis scenario runs). A NameError (`math` not imported in the stub) fails. A statement
+    with a placeholder (`EncoderLayer(...)`) or whose names no reference function holds is checked by its names:
+    every module-level name it uses must be one in the stub."""
+    import builtins
+    import importlib
+
+    import torch
+
+    from grader.judge import diagnosis
+
+    ran = 0
+    for exercise_id, levels in HINTS.items():
+        stub = importlib.import_module(f"exercises.{exercise_id}")
+        reference = importlib.import_module(f"solutions.{exercise_id}")
+        frames = _reference_locals(exercise_id, reference.__file__, diagnosis)
+        assert frames, f"no function of solutions/{exercise_id}.py ran in its scenario"
+        for block in (b for hint in levels for b in re.findall(r"```python\n(.*?)```", hint, re.S)):
+            assigned: dict[str, object] = {}
+            for statement in ast.parse(block).body:
+                names = {n.id for n in ast.walk(statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+                bound = {n.arg for n in ast.walk(statement) if isinstance(n, ast.arg)}  # a lambda's parameters
+                bound |= {n.id for c in ast.walk(statement) if isinstance(c, ast.comprehension)
+                          for n in ast.walk(c.target) if isinstance(n, ast.Name)}
+                free = names - bound - set(dir(builtins)) - set(assigned)
+                local = free - set(vars(stub))
+                placeholder = any(isinstance(n, ast.Constant) and n.value is Ellipsis for n in ast.walk(statement))
+                frame = next((f for f in frames if local <= set(f) and all(f[n] is not None for n in local)), None)
+                line = ast.unparse(statement)
+                if frame is None or placeholder:
+                    missing = sorted(name for name in free & set(vars(reference)) if name not in vars(stub))
+                    assert not missing, f"{exercise_id}'s hint uses {missing}, which its stub does not import: {line}"
+                    continue
+                namespace = {**vars(stub), **frame, **assigned}  # one namespace: a lambda in the line sees it all
+                try:
+                    with torch.no_grad():
+                        exec(compile(ast.Module([statement], []), "<hint>", "exec"), namespace)
+                except Exception as error:
+                    raise AssertionError(f"{exercise_id}'s hint line fails in its stub: {line}\n"
+                                         f"{type(error).__name__}: {error}") from None
+                stored = {n.id for n in ast.walk(statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+                assigned.update((name, namespace[name]) for name in stored if name in namespace)
+                ran += 1
+    assert ran >= 10, f"only {ran} hint statements ran: the reference's locals were not caught"
+
+
+def _reference_locals(exercise_id: str, path: str, diagnosis) -> list[dict[str, object]]:
+    """The locals of each function of the reference file, caught as it returns, over the exercise's scenario."""
+    caught: list[dict[str, object]] = []
+
+    def profile(frame, event, arg):
+        if event == "return" and frame.f_code.co_filename == path:
+            caught.append(dict(frame.f_locals))
+
+    sys.setprofile(profile)
+    try:
+        diagnosis.run_scenario(exercise_id, diagnosis.REFERENCE)
+    finally:
+        sys.setprofile(None)
+    return caught
