@@ -44,7 +44,7 @@ def check_command(args: argparse.Namespace, console: Console) -> int:
 
     report = _grade(runner, session, selection, console, quick=args.quick, timeout_s=args.timeout)
     if not state.record_report(report, submission, quick=args.quick):
-        console.print(f"[dim]Could not save the results in {state.STATE_DIR}/: `grader list` will not show them.[/]")
+        console.print(f"[dim]{escape(state.unsaved())}[/]")
     try:
         if args.json:
             write_json(report.to_json(), args.json)

@@ -24,7 +24,7 @@ from grader.student import state
 def list_command(args: argparse.Namespace, console: Console) -> int:
     """`grader list`: the curriculum with each exercise's last result, and the points earned so far."""
     root = kit_root()
-    submission = default_submission()
+    submission = args.submission or default_submission()
     results = state.last_results(submission)
     table = Table(title="Curriculum", title_justify="left", box=None, pad_edge=False,
                   padding=(0, 1, 0, 0))
@@ -90,7 +90,7 @@ def hint_command(args: argparse.Namespace, console: Console) -> int:
     try:
         state.remember_hint(args.exercise, level)
     except OSError as error:
-        console.print(f"[dim]Could not remember this hint in {state.STATE_DIR}/: {escape(str(error))}[/]")
+        console.print(f"[dim]Could not remember this hint in {state.state_folder()}/: {escape(str(error))}[/]")
     return EXIT_OK
 
 

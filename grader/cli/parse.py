@@ -118,7 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     release.add_argument("--autograder", action="store_true",
                          help="include the hidden tests, the solutions and Gradescope's setup.sh and run_autograder")
 
-    commands.add_parser("list", help="show the curriculum, your progress and the installed tests")
+    listing = commands.add_parser("list", help="show the curriculum, your progress and the installed tests")
+    listing.add_argument("--submission", type=Path, default=None,
+                         help="whose progress to show (default: exercises/ here, else the kit's)")
 
     hint = commands.add_parser("hint", help="show the next hint for an exercise, from the idea to the line to write")
     hint.add_argument("exercise", metavar="EXERCISE")

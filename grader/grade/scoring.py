@@ -38,7 +38,7 @@ class TestOutcome(StrEnum):
 
 
 class ExerciseStatus(StrEnum):
-    """Where a student stands on one exercise, as the command line and `.grader/` name it."""
+    """Where a student stands on one exercise, as the command line and the saved progress name it."""
 
     DONE = "done"
     SLOW_TESTS_SKIPPED = "slow tests skipped"

@@ -115,7 +115,7 @@ def _check(checker: WarmChecker, submission: Path, exercise: str, console: Conso
         console.print(f"[red]grader: {kind}:[/] {escape(clean(checked.problem))}", soft_wrap=True)
         return
     if not state.record_report(checked.report, submission, quick=quick):
-        console.print(f"[dim]Could not save the results in {state.STATE_DIR}/: `grader list` will not show them.[/]")
+        console.print(f"[dim]{escape(state.unsaved())}[/]")
     try:
         files = load(submission)
     except (SubmissionInputError, OSError):

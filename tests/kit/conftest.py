@@ -8,6 +8,8 @@ same at each isolation tier), which grades many submissions through the warm slo
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import json
 import os
 import queue
@@ -33,6 +35,22 @@ GRADE_TIMEOUT_S = 180.0
 # no user at a terminal would. The tests press Ctrl-C as a terminal does, so it must reach the children.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# A student's progress lives in the user's state folder; the kit's tests keep theirs apart, one folder per
+# working folder a command runs in (as `.grader/` in that folder once was), never in the real one.
+STATE_ROOT = Path(tempfile.mkdtemp(prefix="kit-grader-state-"))
+STATE_ROOT.chmod(0o777)  # the none tier's commands run as uid 65534
+atexit.register(shutil.rmtree, STATE_ROOT, True)
+os.environ["GRADER_STATE_DIR"] = str(STATE_ROOT / "in-process")
+
+
+def state_for(cwd: Path) -> Path:
+    """The state folder of the commands a test runs in `cwd`."""
+    folder = STATE_ROOT / hashlib.sha256(str(Path(cwd).resolve()).encode()).hexdigest()[:16]
+    folder.mkdir(exist_ok=True)
+    folder.chmod(0o777)
+    return folder
+
 
 # The submissions are data, not tests; one of them carries a hostile conftest.py that must
 # never be loaded into this session.
@@ -134,14 +152,17 @@ class GraderCLI:
             cwd: Path = REPO, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()) -> Run:
         """`python -m grader ARGS [--json JSON_PATH]`; a run past `timeout` is killed, not raised.
 
-        `cwd` is where it runs (the grader keeps its `.grader/` state there); the grader is this checkout's.
-        `env` replaces the environment, `prefix` goes before the command (e.g. setpriv to another user).
+        `cwd` is where it runs (each working folder has a state folder of its own, `state_for`); the grader is this
+        checkout's. `env` replaces the environment, `prefix` goes before the command (e.g. setpriv to another user).
         """
         argv = [*args, *(["--json", str(json_path)] if json_path else [])]
+        env = dict(env or _environment())
+        if env.get("GRADER_STATE_DIR") in (None, os.environ["GRADER_STATE_DIR"]):
+            env["GRADER_STATE_DIR"] = str(state_for(cwd))
         start = time.monotonic()
         # Its own session, so that a grader stuck past the bound can be killed with all it started.
         with subprocess.Popen(
-            [*prefix, sys.executable, "-m", "grader", *argv], cwd=cwd, env=env or _environment(), text=True,
+            [*prefix, sys.executable, "-m", "grader", *argv], cwd=cwd, env=env, text=True,
             errors="replace", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True,
         ) as proc:

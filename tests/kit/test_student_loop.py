@@ -170,6 +170,27 @@ def test_list_shows_each_exercise_status_after_a_check(grader_cli, tmp_path: Pat
     assert "10/100 points" in after.stdout, after.stdout
 
 
+def test_progress_is_the_submissions_from_any_folder_and_no_folder_gets_a_file(grader_cli, grader_env, tmp_path: Path):
+    """Checked from one folder, listed from three: the same result each time, kept in the user's state folder (here
+    GRADER_STATE_DIR); the folders the commands ran in, and the submission, get no file."""
+    submission = submission_with(tmp_path / "kit", attention=REPO / "solutions" / "attention.py")
+    state = tmp_path / "state"
+    env = {**grader_env, "GRADER_STATE_DIR": str(state)}
+    folders = [tmp_path / name for name in ("home", "desktop", "elsewhere")]
+    for folder in folders:
+        folder.mkdir()
+    before = sorted(tmp_path.rglob("*"))
+    check = grader_cli.run("check", "attention", "--quick", "--submission", str(submission), cwd=folders[0], env=env)
+    assert check.returncode == 0, check.describe()
+    for folder in folders:
+        listed = grader_cli.run("list", "--submission", str(submission), cwd=folder, env=env)
+        assert listed.returncode == 0 and "done" in _row(listed.stdout, "attention"), listed.describe()
+        assert "10/100 points" in listed.stdout, listed.stdout
+    after = sorted(path for path in tmp_path.rglob("*") if state not in path.parents and path != state)
+    assert after == before, f"files the user did not ask for: {sorted(set(after) - set(before))}"
+    assert (state / "last-report.json").is_file()
+
+
 # --- grader watch -------------------------------------------------------------------------------
 
 
