@@ -15,7 +15,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,9 +59,10 @@ class WarmChecker:
         self._work = Path(tempfile.mkdtemp(prefix="grader-watch-reports-"))
         self._slot = Slot(device, self._stage)  # starts warming up now, while the student reads
 
-    def check(self, submission: Path, exercise: str, *,
+    def check(self, submission: Path, exercises: Sequence[str], *,
               on_first_failure: Callable[[FirstFailure], None] | None = None) -> Checked:
-        selection = select([exercise], self._suite)
+        """`grader check EXERCISES... --submission SUBMISSION`, in a child of the warm slot."""
+        selection = select(list(exercises), self._suite)
         report, failures = self._work / "report.json", self._work / "failures.jsonl"
         for stale in (report, failures):
             stale.unlink(missing_ok=True)

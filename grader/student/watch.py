@@ -1,4 +1,8 @@
-"""`watch` reruns `grader check` on one exercise whenever a file of the submission is saved.
+"""`watch` reruns `grader check` whenever a file of the submission is saved.
+
+Each check grades the exercise being worked on (the one named, else the first without full marks), the exercise
+of every file saved, and the exercises built on those that were checked before: a save that breaks a finished
+exercise shows at once, and `grader list` keeps the latest result of each.
 
 Saves are found by polling the files' modification times and sizes: no dependency, and it works
 on every file system, editors that replace files included. Every check runs in one process kept
@@ -8,13 +12,14 @@ the same, as a plain `grader check`, without paying for torch's import and a new
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 
-from grader.curriculum import BY_ID
+from grader.curriculum import BY_ID, EXERCISES, prerequisites
 from grader.grade.scoring import ExerciseStatus
 from grader.intake.submission import exercise_folder
 from grader.student import state
@@ -73,12 +78,14 @@ def watch(submission: Path, exercise: str | None, *, console: Console, quick: bo
     try:
         while True:
             target = exercise or next_exercise(submission, saved=saved)
+            targets = to_check(submission, target, saved)
             if console.is_terminal:
                 console.clear()
             because = f" · saved {', '.join(saved)}" if saved else ""  # file names the student chose
-            console.rule(f"[bold]grader check {target}[/]{escape(clean(because, newlines=False))}", align="left")
+            console.rule(f"[bold]grader check {' '.join(targets)}[/]{escape(clean(because, newlines=False))}",
+                         align="left")
             before = snapshot(submission)
-            _check(checker, submission, target, console, quick=quick)
+            _check(checker, submission, targets, console, quick=quick)
             runs += 1
             if exercise is None:
                 _say_what_next(submission, target, console)
@@ -98,7 +105,22 @@ def watch(submission: Path, exercise: str | None, *, console: Console, quick: bo
         checker.close()
 
 
-def _check(checker: WarmChecker, submission: Path, exercise: str, console: Console, *, quick: bool) -> None:
+def to_check(submission: Path, current: str, saved: list[str]) -> list[str]:
+    """`current`, the exercise of each file saved (`attention.py`, `exercises/attention.py`, `01-attention.ipynb`),
+    and the exercises built on those that were checked before, in curriculum order."""
+    touched = {found for found in (_exercise_of(name) for name in saved) if found is not None}
+    checked = state.last_results(submission)
+    built_on = {e.id for e in EXERCISES if e.id in checked and touched.intersection(prerequisites(e.id))}
+    wanted = {current, *touched, *built_on}
+    return [e.id for e in EXERCISES if e.id in wanted]
+
+
+def _exercise_of(name: str) -> str | None:
+    stem = re.sub(r"^\d+-", "", Path(name).stem)  # a generated notebook is NN-<exercise>.ipynb
+    return stem if stem in BY_ID else None
+
+
+def _check(checker: WarmChecker, submission: Path, exercises: list[str], console: Console, *, quick: bool) -> None:
     """One check, shown as `grader check` shows it: the first failure as soon as it is known, then the table."""
     from grader.cli.render import marks_for, render, say
     from grader.intake.submission import SubmissionInputError, load
@@ -109,7 +131,7 @@ def _check(checker: WarmChecker, submission: Path, exercise: str, console: Conso
         for line in clean(failure.message).splitlines():
             say(console, escape(line), indent=4)
 
-    checked = checker.check(submission, exercise, on_first_failure=first)
+    checked = checker.check(submission, exercises, on_first_failure=first)
     if checked.report is None:
         kind = "error" if checked.refused else "the grader itself failed"
         console.print(f"[red]grader: {kind}:[/] {escape(clean(checked.problem))}", soft_wrap=True)

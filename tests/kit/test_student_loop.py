@@ -272,6 +272,28 @@ def test_watch_without_an_exercise_checks_the_first_one_without_full_marks(grade
     assert "grader check masking" in run.stdout, f"attention has full marks, so masking is next:\n{run.stdout}"
 
 
+def test_watch_regrades_a_finished_exercise_whose_file_is_saved_broken(grader_cli, grader_env, tmp_path: Path):
+    """attention is done, so the watch works on masking; a save that breaks attention.py regrades attention too
+    (and masking, the current one), and `grader list` then shows attention failing, not done."""
+    submission = submission_with(tmp_path, attention=REPO / "solutions" / "attention.py")
+    env = {**grader_env, "GRADER_STATE_DIR": str(tmp_path / "state")}
+    check = grader_cli.run("check", "attention", "--quick", "--submission", str(submission), cwd=tmp_path, env=env)
+    assert check.returncode == 0, check.describe()
+    watcher = Watcher("--submission", str(submission), cwd=tmp_path, env=env)
+    try:
+        first = watcher.wait_for("Watching")
+        assert "grader check masking" in first, first
+        broken = (REPO / "solutions" / "attention.py").read_text().replace("softmax(dim=-1)", "softmax(dim=-2)")
+        (submission / "attention.py").write_text(broken)
+        second = watcher.wait_for("Watching", count=2).split("Watching")[1]
+        assert "grader check attention masking" in second and "saved attention.py" in second, second
+        assert re.search(r"attention\s.*failing", second), f"the broken save was not graded:\n{second}"
+    finally:
+        watcher.stop()
+    listed = grader_cli.run("list", "--submission", str(submission), cwd=tmp_path, env=env)
+    assert "failing" in _row(listed.stdout, "attention"), listed.stdout
+
+
 def _graded_part(output: str) -> list[str]:
     """What `grader check` shows of a grade, from the table to the timing line (not included)."""
     lines = output.splitlines()
