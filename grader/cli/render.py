@@ -57,6 +57,7 @@ def status_style(status: str, marks: Marks) -> str:
         "failing": f"[red]{marks.failed} failing[/]",
         "not started": f"[dim]{marks.todo} not started[/]",
         "slow tests skipped": f"[yellow]{marks.partial} slow tests skipped[/]",
+        "not in this submission": f"[dim]{marks.todo} not in this submission[/]",
     }.get(status, status)
 
 
@@ -113,7 +114,7 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False, file
         status = status_style(exercise.status, marks)
         if exercise.blocked_by:
             status = f"[red]{marks.failed} blocked by {', '.join(exercise.blocked_by)}[/]"
-        table.add_row(exercise.id, f"{exercise.passed}/{exercise.counted}",
+        table.add_row(exercise.id, "" if exercise.absent else f"{exercise.passed}/{exercise.counted}",
                       f"{points(exercise.score)}/{points(exercise.max_score)}", status)
     table.add_section()
     total = f"[bold]{points(report.score)}/{points(report.max_score)}[/]"
@@ -124,6 +125,9 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False, file
         shown = [t for t in exercise.tests
                  if verbose or t.outcome in ("failed", "error") or (t.outcome == "skipped" and t.max_points)]
         if exercise.id in unwritten:
+            continue
+        if exercise.absent:
+            say(console, f"[dim]{marks.todo} {exercise.id}: {escape(exercise.absent)}[/]")
             continue
         for test, same in _one_cause_once(shown):
             mark = {"passed": f"[green]{marks.passed}[/]", "skipped": "[dim]-[/]"}.get(test.outcome,

@@ -58,7 +58,7 @@ class GradeReport:
 
     def to_json(self) -> dict[str, Any]:
         """The contract's report (section 4), plus extra keys `sandbox`, `warnings`, `time_budget_s`,
-        `budget_exhausted`, `blocked_by`, `seed`."""
+        `budget_exhausted`, `blocked_by`, `seed`, and `absent` for an exercise not in the submission."""
         return {
             "schema": SCHEMA,
             "submission": self.submission,
@@ -78,6 +78,7 @@ class GradeReport:
                     "score": exercise.score,
                     "max_score": exercise.max_score,
                     "blocked_by": list(exercise.blocked_by),
+                    **({"absent": exercise.absent} if exercise.absent else {}),
                     "tests": [
                         {
                             "name": test.name,
@@ -103,7 +104,7 @@ class GradeReport:
                 tuple(TestResult(str(test["name"]), TestOutcome(test["outcome"]), float(test["points"]),
                                  float(test["max_points"]), str(test["message"]), test.get("seed"))
                       for test in exercise["tests"]),
-                tuple(str(name) for name in exercise.get("blocked_by", ())))
+                tuple(str(name) for name in exercise.get("blocked_by", ())), str(exercise.get("absent", "")))
             for exercise in data["exercises"])
         budget = data.get("time_budget_s")
         return cls(str(data["submission"]), str(data["suite"]), str(data["device"]), float(data["duration_s"]),

@@ -186,7 +186,7 @@ def _report(json_report: JSONReport, session: GradingSession, selection: Selecti
     if session.connection.sandbox_failure is not None:
         # No score from a run whose sandbox broke: the caller fails (exit 3) or grades it again.
         raise WorkerStartError(f"the sandbox failed twice: {session.connection.sandbox_failure}")
-    exercises = scoring.score(json_report.report, list(selection.exercises))
+    exercises = scoring.score(json_report.report, list(selection.exercises), session.submission.missing)
     warnings = [f"submission: {note}" for note in session.submission.notes]
     tier = session.tier
     if tier != "bubblewrap":

@@ -44,6 +44,7 @@ class ExerciseStatus(StrEnum):
     SLOW_TESTS_SKIPPED = "slow tests skipped"
     NOT_STARTED = "not started"
     FAILING = "failing"
+    NOT_SUBMITTED = "not in this submission"
 
 
 class TestMetadata(TypedDict, total=False):
@@ -105,6 +106,8 @@ class ExerciseResult:
     max_score: float
     tests: tuple[TestResult, ...]
     blocked_by: tuple[str, ...] = ()
+    absent: str = ""  # why it was not graded: its file, or one it builds on, is not in the submission
+
 
     @property
     def passed(self) -> int:
@@ -117,6 +120,8 @@ class ExerciseResult:
 
     @property
     def status(self) -> ExerciseStatus:
+        if self.absent:
+            return ExerciseStatus.NOT_SUBMITTED
         if self.counted and self.passed == self.counted:
             return ExerciseStatus.DONE
         if self.passed and all(test.outcome in (TestOutcome.PASSED, TestOutcome.SKIPPED) for test in self.tests):
@@ -142,8 +147,10 @@ class _Raw:
     hint_measured: bool = False
 
 
-def score(json_report: PytestJsonReport, exercise_ids: list[str]) -> list[ExerciseResult]:
-    """Exercises in curriculum order, from a pytest-json-report report of the graded suites."""
+def score(json_report: PytestJsonReport, exercise_ids: list[str], missing: frozenset[str] = frozenset()
+          ) -> list[ExerciseResult]:
+    """Exercises in curriculum order, from a pytest-json-report report of the graded suites; `missing`, the exercise
+    files the submission does not hold (see `not_submitted`)."""
     tests = sorted(json_report.get("tests", []), key=_collected_order)  # the order run is not always that one
     raws = _hints_that_hold(_confirmed([_raw(test) for test in tests]))
     broken = _broken_collections(json_report)
@@ -151,12 +158,45 @@ def score(json_report: PytestJsonReport, exercise_ids: list[str]) -> list[Exerci
     for exercise_id in exercise_ids:
         mine = [raw for raw in raws if raw.exercise == exercise_id]
         results.append(_exercise(exercise_id, mine, broken.get(exercise_id)))
-    return _mark_blocked(results)
+    return _mark_blocked(not_submitted(results, missing))
+
+
+def not_submitted(results: list[ExerciseResult], missing: frozenset[str]) -> list[ExerciseResult]:
+    """An exercise whose file is not in the submission (a single notebook, a folder with some files), or that
+    imports one that is not (every test stopped there), scores 0 with one line that says so, not with the
+    failures of every test."""
+    marked = []
+    for result in results:
+        file = BY_ID[result.id].file
+        needed = _needs_missing(result, missing)
+        if file in missing:
+            absent = f"{file} is not in this submission"
+        elif needed is not None:
+            absent = f"it builds on {needed}, which is not in this submission"
+        else:
+            marked.append(result)
+            continue
+        marked.append(ExerciseResult(result.id, 0.0, result.max_score, (), (), absent))
+    return marked
+
+
+# How a test stops at an exercise file the submission does not hold: using it, or importing a file that imports it.
+_NOT_FOUND = re.compile(r"\b(\w+)\.py was not found in the submission|No module named 'exercises\.(\w+)'")
+
+
+def _needs_missing(result: ExerciseResult, missing: frozenset[str]) -> str | None:
+    """The missing file every test of `result` stopped at, importing it; None when any test got further."""
+    found = {f"{match.group(1) or match.group(2)}.py" for test in result.tests
+             for match in _NOT_FOUND.finditer(test.message)}
+    stopped = [test for test in result.tests if test.outcome != TestOutcome.SKIPPED]
+    if not stopped or any(not _NOT_FOUND.search(test.message) for test in stopped):
+        return None
+    return next((name for name in sorted(found) if name in missing), None)
 
 
 def _mark_blocked(results: list[ExerciseResult]) -> list[ExerciseResult]:
     """Point failures at a prerequisite that fails in the same run: the place to look first."""
-    failing = {result.id for result in results if result.score < result.max_score}
+    failing = {result.id for result in results if result.score < result.max_score and not result.absent}
     marked = []
     for result in results:
         blockers = tuple(need for need in prerequisites(result.id) if need in failing)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grader.curriculum import BY_ID, EXERCISES
+from grader.grade.scoring import ExerciseStatus
 from grader.student import state
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ def next_exercise(submission: Path, *, saved: list[str]) -> str:
     results = state.last_results(submission)
     for exercise in EXERCISES:
         result = results.get(exercise.id)
-        if result is None or not result.full_marks:
+        if result is None or not (result.full_marks or result.status == ExerciseStatus.NOT_SUBMITTED):
             return exercise.id
     for name in saved:
         if Path(name).stem in BY_ID:

@@ -191,6 +191,35 @@ def test_progress_is_the_submissions_from_any_folder_and_no_folder_gets_a_file(g
     assert (state / "last-report.json").is_file()
 
 
+def test_a_submission_with_some_exercises_is_graded_for_those_and_says_so_of_the_others(grader_cli, tmp_path: Path):
+    """attention.py and multi_head_attention.py alone: attention graded in full, masking one line (its file is not
+    there), MultiHeadAttention one line (it builds on masking.py): no failures, no blocked-by chains, 0 points for
+    each, out of the whole curriculum's."""
+    folder = tmp_path / "part"
+    folder.mkdir()
+    for name in ("attention.py", "multi_head_attention.py"):
+        shutil.copyfile(REPO / "solutions" / name, folder / name)
+    run = grader_cli.run("check", "--submission", str(folder), cwd=tmp_path, json_path=tmp_path / "report.json")
+    assert run.returncode == 0, run.describe()
+    exercises = {e["id"]: e for e in run.report["exercises"]}
+    assert exercises["attention"]["score"] == 10 and run.report["score"] == 10 and run.report["max_score"] == 100
+    assert exercises["masking"]["absent"] == "masking.py is not in this submission"
+    assert exercises["multi_head_attention"]["absent"] == "it builds on masking.py, which is not in this submission"
+    for absent in (e for e in exercises.values() if e["id"] != "attention"):
+        assert absent["score"] == 0 and absent["tests"] == [] and absent["blocked_by"] == [], absent
+    assert "masking: masking.py is not in this submission" in run.stdout, run.stdout
+    assert "blocked by" not in run.stdout and "was not found" not in run.stdout, run.stdout
+    assert len(run.stdout.splitlines()) < 30, f"one line per exercise not submitted:\n{run.stdout}"
+
+
+def test_a_notebook_is_graded_for_its_exercise_alone(grader_cli, tmp_path: Path):
+    run = grader_cli.run("check", "--submission", str(REPO / "notebooks" / "01-attention.ipynb"), cwd=tmp_path)
+    assert run.returncode == 0, run.describe()
+    assert "not implemented yet — open cell" in run.stdout, run.stdout
+    assert run.stdout.count("is not in this submission") == 8, run.stdout
+    assert "✘" not in run.stdout, f"no failures for exercises the notebook does not hold:\n{run.stdout}"
+
+
 # --- grader watch -------------------------------------------------------------------------------
 
 
