@@ -7,7 +7,9 @@ failures are shown in the cell as they appear; the report comes back as a `Grade
 raises `CheckError` with the command line's one-line message: a kernel is never asked to exit.
 
 What is graded: `submission=` (or `--submission`) when given; else the notebook the cell runs in, as
-saved (Jupyter tells its kernel where it is; VS Code too); else `exercises/`, as on the command line.
+saved (Jupyter tells its kernel where it is; VS Code too). In a kernel whose front end does not say which
+notebook it runs (nbclient, papermill, `nbconvert --execute`, older front ends), `CheckError` says so and how
+to name it: never another target, silently. Outside a kernel, `exercises/`, as on the command line.
 """
 
 from __future__ import annotations
@@ -76,6 +78,11 @@ def run_check(arguments: list[str], *, submission: str | os.PathLike[str] | None
     with tempfile.TemporaryDirectory(prefix="grader-cell-") as folder:
         if "--submission" not in arguments:
             chosen = Path(submission) if submission is not None else this_notebook(namespace)
+            if chosen is None and _in_a_kernel():
+                raise CheckError(
+                    "cannot tell which notebook this cell runs in (this front end does not say): name it, e.g. "
+                    f"%grader {shlex.join(arguments)} --submission 01-attention.ipynb, or grader.check(..., "
+                    "submission=\"01-attention.ipynb\")")
             if chosen is not None and chosen.suffix == ".ipynb":
                 chosen = _with_what_it_uses(chosen, Path(folder) / "notebooks")
             arguments = [*arguments, *(["--submission", str(chosen)] if chosen is not None else [])]
@@ -91,6 +98,13 @@ def run_check(arguments: list[str], *, submission: str | os.PathLike[str] | None
             files = None
     render(report, Console(highlight=False), verbose="-v" in arguments or "--verbose" in arguments, files=files)
     return report
+
+
+def _in_a_kernel() -> bool:
+    """Whether this runs in a Jupyter kernel (where a check means this notebook, not exercises/)."""
+    shell = sys.modules.get("IPython")
+    get = getattr(shell, "get_ipython", None)
+    return "ipykernel" in sys.modules and get is not None and type(get()).__name__ == "ZMQInteractiveShell"
 
 
 def _with_what_it_uses(path: Path, folder: Path) -> Path:

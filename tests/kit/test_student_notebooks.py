@@ -49,13 +49,17 @@ def test_the_student_release_ships_the_notebooks(tmp_path: Path):
         notebooks.name_of(e) for e in BY_ID.values())
 
 
-def _run(path: Path) -> nbformat.NotebookNode:
-    """Run the saved notebook at `path` in a fresh kernel, as a student's Jupyter would, errors and all."""
+def _run(path: Path, *, path_told: bool = True) -> nbformat.NotebookNode:
+    """Run the saved notebook at `path` in a fresh kernel, as a student's Jupyter would, errors and all; without
+    `path_told`, as nbclient, papermill or an older front end would: the kernel is not told the notebook's path."""
     nbclient = pytest.importorskip("nbclient")
     notebook = nbformat.read(path, 4)
     client = nbclient.NotebookClient(notebook, timeout=KERNEL_TIMEOUT_S, kernel_name="python3", allow_errors=True,
                                      resources={"metadata": {"path": str(path.parent)}})
-    env = {**os.environ, "JPY_SESSION_NAME": str(path), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    env.pop("JPY_SESSION_NAME", None)
+    if path_told:
+        env["JPY_SESSION_NAME"] = str(path)
     client.execute(env=env, cwd=str(path.parent))
     return notebook
 
@@ -86,6 +90,17 @@ def test_an_untouched_notebook_shows_the_next_step_and_a_filled_one_full_marks(t
     assert "tensor(" in _text(example)
     last = _text(done.cells[-1])
     assert "10/10" in last and "Error" not in last, last
+
+
+@pytest.mark.slow
+def test_a_kernel_not_told_its_notebook_says_so_and_grades_nothing_else(tmp_path: Path):
+    """Without the notebook's path the check cannot know what to grade: one line says so and how to name it; it
+    never grades exercises/ (here the stubs, which would answer 'not implemented yet' for a filled notebook)."""
+    folder = tmp_path / "notebooks"
+    notebooks.write_all(REPO / "exercises", folder)
+    last = _text(_run(folder / notebooks.name_of(BY_ID["attention"]), path_told=False).cells[-1])
+    assert "cannot tell which notebook this cell runs in" in last and "--submission 01-attention.ipynb" in last, last
+    assert "not implemented yet" not in last and "0/10" not in last, last
 
 
 @pytest.mark.slow
