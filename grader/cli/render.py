@@ -51,13 +51,17 @@ def marks_for(console: Console) -> Marks:
 
 
 def status_style(status: str, marks: Marks) -> str:
-    """An exercise's status as the score tables show it."""
+    """An exercise's status as the score tables show it: a mark, then words (a word mark, PASS, only on tests)."""
+
+    def mark(symbol: str) -> str:
+        return f"{symbol} " if len(symbol) == 1 else ""
+
     return {
-        "done": f"[green]{marks.passed} done[/]",
-        "failing": f"[red]{marks.failed} failing[/]",
-        "not started": f"[dim]{marks.todo} not started[/]",
-        "slow tests skipped": f"[yellow]{marks.partial} slow tests skipped[/]",
-        "not in this submission": f"[dim]{marks.todo} not in this submission[/]",
+        "done": f"[green]{mark(marks.passed)}done[/]",
+        "failing": f"[red]{mark(marks.failed)}failing[/]",
+        "not started": f"[dim]{mark(marks.todo)}not started[/]",
+        "slow tests skipped": f"[yellow]{mark(marks.partial)}slow tests skipped[/]",
+        "not in this submission": f"[dim]{mark(marks.todo)}not in this submission[/]",
     }.get(status, status)
 
 
@@ -113,7 +117,7 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False, file
     for exercise in report.exercises:
         status = status_style(exercise.status, marks)
         if exercise.blocked_by:
-            status = f"[red]{marks.failed} blocked by {', '.join(exercise.blocked_by)}[/]"
+            status = status_style("failing", marks).replace("failing", f"blocked by {', '.join(exercise.blocked_by)}")
         table.add_row(exercise.id, "" if exercise.absent else f"{exercise.passed}/{exercise.counted}",
                       f"{points(exercise.score)}/{points(exercise.max_score)}", status)
     table.add_section()

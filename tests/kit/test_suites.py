@@ -47,3 +47,37 @@ def test_every_graded_assert_explains_itself(path: Path):
     bare = [node.lineno for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Assert)
             and node.msg is None]
     assert not bare, f"{path.name}: asserts without a message on lines {bare}"
+
+
+def test_every_hint_after_names_a_test_of_its_own_file(tmp_path: Path):
+    """`hint_after` keeps a hint only while the tests it names pass: a misspelt name matches nothing, and the hint it
+    guards would show whatever fails. The graded suites are collected as the grader collects them."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "kit_dump_marks.py").write_text(
+        "import json, os\n"
+        "def pytest_collection_finish(session):\n"
+        "    found = [(item.nodeid, [list(m.args) for m in item.iter_markers('hint_after')])\n"
+        "             for item in session.items]\n"
+        "    with open(os.environ['KIT_MARKS_OUT'], 'w') as out:\n"
+        "        json.dump(found, out)\n")
+    dump = tmp_path / "marks.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(TESTS.parent)]), "KIT_MARKS_OUT": str(dump)}
+    run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "grader.judge.plugin",
+                          "-p", "kit_dump_marks", "-p", "no:cacheprovider", "-o", "addopts=", "--import-mode=importlib",
+                          str(TESTS / "public"), str(TESTS / "hidden")],
+                         cwd=TESTS.parent, env=env, capture_output=True, text=True, timeout=120)
+    assert dump.is_file(), run.stdout[-2000:] + run.stderr[-2000:]
+    items = json.loads(dump.read_text())
+    names: dict[str, set[str]] = {}
+    for nodeid, _ in items:
+        file, _, name = nodeid.partition("::")
+        names.setdefault(file, set()).update({name, name.split("[")[0]})
+    marked = [(nodeid, target) for nodeid, marks in items for args in marks for target in args]
+    assert len(marked) > 50, f"only {len(marked)} hint_after names found: the suites' marks were not read"
+    for nodeid, target in marked:
+        file, _, name = nodeid.partition("::")
+        assert target in names[file] and target != name, f"{nodeid}: hint_after({target!r}) names no other test there"
