@@ -81,8 +81,8 @@ def run_check(arguments: list[str], *, submission: str | os.PathLike[str] | None
             if chosen is None and _in_a_kernel():
                 raise CheckError(
                     "cannot tell which notebook this cell runs in (this front end does not say): name it, e.g. "
-                    f"%grader {shlex.join(arguments)} --submission 01-attention.ipynb, or grader.check(..., "
-                    "submission=\"01-attention.ipynb\")")
+                    f"%grader {shlex.join(arguments)} --submission 01-attention.ipynb (--submission exercises for the "
+                    ".py files), or grader.check(..., submission=\"01-attention.ipynb\")")
             if chosen is not None and chosen.suffix == ".ipynb":
                 chosen = _with_what_it_uses(chosen, Path(folder) / "notebooks")
             arguments = [*arguments, *(["--submission", str(chosen)] if chosen is not None else [])]

@@ -107,10 +107,11 @@ def watch(submission: Path, exercise: str | None, *, console: Console, quick: bo
 
 def to_check(submission: Path, current: str, saved: list[str]) -> list[str]:
     """`current`, the exercise of each file saved (`attention.py`, `exercises/attention.py`, `01-attention.ipynb`),
-    and the exercises built on those that were checked before, in curriculum order."""
+    and the exercises built on those that were checked before (and are in the submission), in curriculum order."""
     touched = {found for found in (_exercise_of(name) for name in saved) if found is not None}
     checked = state.last_results(submission)
-    built_on = {e.id for e in EXERCISES if e.id in checked and touched.intersection(prerequisites(e.id))}
+    built_on = {e.id for e in EXERCISES if e.id in checked and checked[e.id].status != ExerciseStatus.NOT_SUBMITTED
+                and touched.intersection(prerequisites(e.id))}
     wanted = {current, *touched, *built_on}
     return [e.id for e in EXERCISES if e.id in wanted]
 

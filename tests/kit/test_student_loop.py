@@ -436,3 +436,26 @@ def _reference_locals(exercise_id: str, path: str, diagnosis) -> list[dict[str, 
     finally:
         sys.setprofile(None)
     return caught
+
+
+def test_a_save_regrades_what_builds_on_it_only_where_it_was_checked_and_submitted(tmp_path: Path, monkeypatch):
+    """After a save of attention: attention, the current exercise, and what builds on attention that was checked
+    before; not what is not in the submission (a single notebook's other exercises) nor what was never checked."""
+    import torch
+
+    from grader.grade.reports import GradeReport
+    from grader.grade.scoring import score
+    from grader.student import state
+    from grader.student.watch import to_check
+
+    monkeypatch.setenv("GRADER_STATE_DIR", str(tmp_path / "state"))
+    tests = [{"nodeid": f"tests/public/test_{e}.py::test_it", "outcome": "passed",
+              "metadata": {"exercise": e, "points": 1, "message": ""}} for e in ("attention", "multi_head_attention")]
+    submission = tmp_path / "submission"
+    for missing, expected in ((frozenset(), ["attention", "masking", "multi_head_attention"]),
+                              (frozenset({"multi_head_attention.py"}), ["attention", "masking"])):
+        exercises = tuple(score({"tests": tests}, ["attention", "multi_head_attention"], missing))
+        report = GradeReport(str(submission), "public", "cpu", 1.0, torch.__version__, exercises)
+        assert state.record_report(report, submission, quick=True)
+        assert to_check(submission, "masking", ["01-attention.ipynb"]) == expected
+    assert to_check(submission, "masking", []) == ["masking"]
