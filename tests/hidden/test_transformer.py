@@ -312,8 +312,11 @@ def test_greedy_decode_agrees_with_the_reference(impl, ref, device, seed):
 # stops) within 160-169 steps (1.3 s) and it decodes 99.5-100% of fresh sequences; slower correct variants still clear
 # the bar: xavier init everywhere (188-278 steps) 93.5-100%, nn.Embedding's default N(0, 1) init (scaled embeddings
 # then drown the positions; 456-547 steps) 87-96%. A lower stop (0.01) costs the reference 50 more steps for nothing.
-COPY = {"vocab": 10, "length": 6, "steps": 800, "batch": 32, "lr": 3e-3, "stop_below": 0.05}
-SIZES = {"d_model": 16, "n_heads": 2, "n_layers": 2, "d_ff": 64, "dropout": 0.0, "max_seq_len": 16}
+# One layer per stack learns the task as surely as two (the reference: 100% on fresh sequences in about 165 steps,
+# 0.7 s on one core, half of two layers' time); the golden tests check the stacking with two. A 10-step warm-up
+# of the learning rate, rather than 50, takes about 15 steps off.
+COPY = {"vocab": 10, "length": 6, "steps": 800, "batch": 32, "lr": 3e-3, "stop_below": 0.05, "warmup": 10}
+SIZES = {"d_model": 16, "n_heads": 2, "n_layers": 1, "d_ff": 64, "dropout": 0.0, "max_seq_len": 16}
 TRAIN_SEED, N_TEST = 0, 200
 THRESHOLD = 0.8
 
