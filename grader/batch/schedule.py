@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader import __version__
+from grader.batch import class_report
 from grader.batch.jobs import Isolation, Job, Outcome, ReportJSON, Status
 from grader.batch.summary import summarise, write_grades_csv
 from grader.curriculum import BY_ID
@@ -195,7 +196,9 @@ def _run_slots(entries: list[Entry], todo: list[Entry], results: dict[str, Resul
             slot.close()
     ordered = [results[entry.id] for entry in entries]
     write_grades_csv(ordered, selection, out / "grades.csv")
-    summarise(ordered, selection).write(out / "summary.json")
+    summary = summarise(ordered, selection)
+    summary.write(out / "summary.json")
+    class_report.write(ordered, selection, summary, out)
     return ordered
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 from collections import Counter
@@ -11,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from grader.batch.jobs import ReportJSON, Status
 from grader.curriculum import BY_ID
-from grader.grade.reports import atomic_path, write_json
+from grader.grade.reports import GradeReport, atomic_path, write_json
+from grader.grade.results import ExerciseResult, ExerciseStatus, TestOutcome
 from grader.grade.selection import Selection
 from grader.text import spreadsheet_cell
 
@@ -28,6 +30,7 @@ CSV_STATUS = {Status.GRADED: "graded", Status.REFUSED: "refused", Status.TIMEOUT
 # nothing to grade, a grader-error one is the kit's failure, and a `limit` one went over the batch's --timeout
 # before its tests ran: their 0s say nothing of what the class can do. grades.csv still gives each its 0.
 SCORED = (Status.GRADED,)
+EXAMPLE_CHARACTERS = 400  # of one failure's message, beside a test most students fail
 # How summary.json's `limits` names a submission that was not simply graded.
 LIMIT_KIND = {Status.REFUSED: "refused", Status.TIMEOUT: "timeout", Status.FAILED: "grader-error"}
 
@@ -43,11 +46,25 @@ class ScoreBin:
 
 @dataclass(frozen=True)
 class HardTest:
-    """A test that some submissions fail, with the share that pass it."""
+    """A test that some graded submissions fail, with the share that pass it among those where it judged the
+    exercise's own code (not blocked by a failing prerequisite, not an unstarted stub), and one failure's message."""
 
-    name: str
+    name: str  # in full: "exercise: suite/test_file.py::test_name[parameters]"
     pass_rate: float
     failed: int
+    exercise: str = ""
+    example: str = ""
+
+
+@dataclass(frozen=True)
+class ClassMistake:
+    """A known mistake of the catalogue that the diagnosis found in some submissions: who, and what it is."""
+
+    exercise: str
+    name: str
+    count: int
+    ids: list[str]
+    explanation: str  # the catalogue's diagnosis text; "" where no catalogue is installed
 
 
 @dataclass(frozen=True)
@@ -77,6 +94,7 @@ class ClassSummary:
     histogram: list[ScoreBin]
     hardest_tests: list[HardTest]  # over the graded submissions' tests: the others ran none
     limits: list[LimitHit]
+    mistakes: list[ClassMistake]  # the diagnosed known mistakes, the most frequent first
 
     def to_json(self) -> dict[str, object]:
         """summary.json's content: the fields in order, each as its JSON key."""
@@ -87,16 +105,18 @@ class ClassSummary:
 
 
 def write_grades_csv(results: list[Result], selection: Selection, path: Path) -> None:
-    """One row per submission: id, status, sandbox tier, one column per exercise, total. Written atomically."""
+    """One row per submission: id, status, sandbox tier, one column per exercise, total, and the diagnosed mistakes
+    (`exercise/name`, `;`-separated). Written atomically."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["id", "status", "sandbox", *selection.exercises, "total"])
+    writer.writerow(["id", "status", "sandbox", *selection.exercises, "total", "mistakes"])
     for result in results:
         scores = {e["id"]: e["score"] for e in result.report.get("exercises", [])}
         text = [result.id, CSV_STATUS[result.ended], result.report.get("sandbox") or ""]
         writer.writerow([*(spreadsheet_cell(cell) for cell in text),
                          *(f"{scores.get(x, 0.0):g}" for x in selection.exercises),
-                         f"{result.report.get('score', 0.0):g}"])
+                         f"{result.report.get('score', 0.0):g}",
+                         spreadsheet_cell("; ".join(f"{x}/{name}" for x, name in diagnosed(result.report)))])
     with atomic_path(path, ".tmp") as temporary:
         temporary.write_text(buffer.getvalue(), encoding="utf-8")
 
@@ -116,7 +136,33 @@ def summarise(results: list[Result], selection: Selection) -> ClassSummary:
         histogram=_histogram([r.get("score", 0.0) for r in scored], maximum),
         hardest_tests=_hardest_tests([r.report for r in results if r.ended == Status.GRADED]),
         limits=[hit for r in results if (hit := _limit_hit(r))],
+        mistakes=_class_mistakes(results),
     )
+
+
+def diagnosed(report: ReportJSON) -> list[tuple[str, str]]:
+    """(exercise, mistake name) for each known mistake the diagnosis found in this report, in curriculum order."""
+    return [(str(e.get("id", "")), str(name)) for e in report.get("exercises", []) for name in e.get("diagnosed") or ()]
+
+
+def explanation(exercise: str, name: str) -> str:
+    """What the catalogue says the mistake is; "" where it is not installed (the student release) or lacks it."""
+    from grader.judge import variants
+
+    with contextlib.suppress(Exception):
+        return next((v.diagnosis or "" for v in variants.mistakes(exercise) if v.name == name), "")
+    return ""
+
+
+def _class_mistakes(results: list[Result]) -> list[ClassMistake]:
+    """The diagnosed mistakes over the graded submissions, the most frequent first (then curriculum order)."""
+    who: dict[tuple[str, str], list[str]] = {}
+    for result in results:
+        if result.ended == Status.GRADED:
+            for found in diagnosed(result.report):
+                who.setdefault(found, []).append(result.id)
+    ranked = sorted(who, key=lambda found: -len(who[found]))  # stable: curriculum order among equals
+    return [ClassMistake(x, name, len(who[(x, name)]), who[(x, name)], explanation(x, name)) for x, name in ranked]
 
 
 def _mean(values: list[float]) -> float | None:
@@ -130,15 +176,37 @@ def _histogram(scores: list[float], maximum: float) -> list[ScoreBin]:
 
 
 def _hardest_tests(reports: list[ReportJSON]) -> list[HardTest]:
-    """The ten tests with the lowest pass rate among those that ran, of those some submission failed."""
+    """The ten tests with the lowest pass rate, of those some submission failed, counted where each judged the
+    exercise's own code: an exercise blocked by a failing prerequisite, not started (a stub) or not in the
+    submission says nothing of the test, only of what came before it."""
     passed: Counter[str] = Counter()
     seen: Counter[str] = Counter()
+    exercise_of: dict[str, str] = {}
+    example: dict[str, str] = {}
     for report in reports:
-        for test in _tests(report):
-            seen[test["name"]] += 1
-            passed[test["name"]] += test.get("outcome") == "passed"
-    hardest = sorted(seen, key=lambda name: (passed[name] / seen[name], name))[:10]
-    return [HardTest(n, round(passed[n] / seen[n], 4), seen[n] - passed[n]) for n in hardest if passed[n] < seen[n]]
+        for exercise in _judged_exercises(report):
+            for test in exercise.tests:
+                if test.outcome == TestOutcome.SKIPPED or test.max_points <= 0:
+                    continue
+                name = f"{exercise.id}: {test.name}"
+                exercise_of[name] = exercise.id
+                seen[name] += 1
+                passed[name] += test.outcome == TestOutcome.PASSED
+                if test.outcome != TestOutcome.PASSED:
+                    example.setdefault(name, test.message[:EXAMPLE_CHARACTERS])
+    hardest = sorted((n for n in seen if passed[n] < seen[n]), key=lambda n: (passed[n] / seen[n], n))[:10]
+    return [HardTest(n, round(passed[n] / seen[n], 4), seen[n] - passed[n], exercise_of[n], example[n])
+            for n in hardest]
+
+
+def _judged_exercises(report: ReportJSON) -> list[ExerciseResult]:
+    """The exercises of a graded report whose tests judged their own code (see `_hardest_tests`)."""
+    try:
+        exercises = GradeReport.from_json(dict(report)).exercises
+    except (KeyError, TypeError, ValueError):
+        return []
+    return [e for e in exercises
+            if not e.blocked_by and e.status not in (ExerciseStatus.NOT_STARTED, ExerciseStatus.NOT_SUBMITTED)]
 
 
 def _limit_hit(result: Result) -> LimitHit | None:

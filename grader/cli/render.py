@@ -176,7 +176,8 @@ def render_summary(summary: ClassSummary, console: Console, out: Path) -> None:
         reason = f" ({escape(clean(hit.reason, newlines=False))})" if hit.reason else ""
         console.print(f"[yellow]not graded or hit a limit:[/] {escape(clean(hit.id, newlines=False))}: "
                       f"{', '.join(hit.limits)}{reason}")
-    console.print(f"[dim]Reports in {escape(str(out))}/: <id>.json, grades.csv, summary.json[/]")
+    console.print(f"[dim]Reports in {escape(str(out))}/: <id>.json, grades.csv, summary.json; the class report: "
+                  f"{escape(str(out / 'report.html'))}[/]", soft_wrap=True)
 
 
 def _scored(summary: ClassSummary) -> str:
@@ -203,9 +204,18 @@ def _render_statistics(summary: ClassSummary, console: Console) -> None:
         means.add_row(exercise_id, f"{points(mean or 0.0)}/{points(float(BY_ID[exercise_id].points))}")
     console.print(means)
     if summary.hardest_tests:
-        hardest = Table(title="Tests most students fail", title_justify="left")
-        hardest.add_column("Test")
+        hardest = Table(title="Tests most students fail (where they judged the exercise's own code)",
+                        title_justify="left")
+        hardest.add_column("Test", overflow="fold")  # in full, never cut mid-word
         hardest.add_column("Pass rate", justify="right")
         for test in summary.hardest_tests:
             hardest.add_row(escape(clean(test.name, newlines=False)), f"{test.pass_rate:.0%}")
         console.print(hardest)
+    if summary.mistakes:
+        mistakes = Table(title="Known mistakes the class makes", title_justify="left")
+        mistakes.add_column("Mistake", overflow="fold")
+        mistakes.add_column("Students", justify="right")
+        for mistake in summary.mistakes[:10]:
+            what = f"{mistake.exercise}: {mistake.name}" + (f" ({mistake.explanation})" if mistake.explanation else "")
+            mistakes.add_row(escape(what), str(mistake.count))
+        console.print(mistakes)

@@ -58,7 +58,8 @@ class GradeReport:
 
     def to_json(self) -> dict[str, Any]:
         """The contract's report (section 4), plus extra keys `sandbox`, `warnings`, `time_budget_s`,
-        `budget_exhausted`, `blocked_by`, `seed`, and `absent` for an exercise not in the submission."""
+        `budget_exhausted`, `blocked_by`, `seed`, `diagnosed` (the catalogue's names of the known mistakes an
+        exercise's failures come from), and `absent` for an exercise not in the submission."""
         return {
             "schema": SCHEMA,
             "submission": self.submission,
@@ -79,6 +80,7 @@ class GradeReport:
                     "max_score": exercise.max_score,
                     "blocked_by": list(exercise.blocked_by),
                     **({"absent": exercise.absent} if exercise.absent else {}),
+                    "diagnosed": list(exercise.diagnosed),
                     "tests": [
                         {
                             "name": test.name,
@@ -104,7 +106,8 @@ class GradeReport:
                 tuple(TestResult(str(test["name"]), TestOutcome(test["outcome"]), float(test["points"]),
                                  float(test["max_points"]), str(test["message"]), test.get("seed"))
                       for test in exercise["tests"]),
-                tuple(str(name) for name in exercise.get("blocked_by", ())), str(exercise.get("absent", "")))
+                tuple(str(name) for name in exercise.get("blocked_by", ())), str(exercise.get("absent", "")),
+                tuple(str(name) for name in exercise.get("diagnosed", ())))
             for exercise in data["exercises"])
         budget = data.get("time_budget_s")
         return cls(str(data["submission"]), str(data["suite"]), str(data["device"]), float(data["duration_s"]),

@@ -45,6 +45,7 @@ class TestMetadata(TypedDict, total=False):
     counts_when_skipped: bool
     seed: int
     message: str
+    diagnosed: list[str]
 
 
 class PytestJsonStage(TypedDict, total=False):
@@ -93,6 +94,7 @@ class ExerciseResult:
     tests: tuple[TestResult, ...]
     blocked_by: tuple[str, ...] = ()
     absent: str = ""  # why it was not graded: its file, or one it builds on, is not in the submission
+    diagnosed: tuple[str, ...] = ()  # the catalogue's names of the known mistakes its failures come from
 
 
     @property

@@ -44,6 +44,7 @@ class _Raw:
     confirmed_by: tuple[str, ...] = ()
     hint_after: tuple[str, ...] = ()
     hint_measured: bool = False
+    diagnosed: tuple[str, ...] = ()
 
 
 def score(json_report: PytestJsonReport, exercise_ids: list[str], missing: frozenset[str] = frozenset()
@@ -153,6 +154,7 @@ def _raw(test: PytestJsonTest) -> _Raw:
         confirmed_by=tuple(str(name) for name in metadata.get("confirmed_by") or ()),
         hint_after=tuple(str(name) for name in metadata.get("hint_after") or ()),
         hint_measured=bool(metadata.get("hint_measured")),
+        diagnosed=tuple(str(name) for name in metadata.get("diagnosed") or ()),
     )
 
 
@@ -252,7 +254,9 @@ def _exercise(exercise_id: str, raws: list[_Raw], broken: str | None) -> Exercis
         )
         for raw in raws
     )
-    return ExerciseResult(exercise_id, round(sum(test.points for test in tests), 4), maximum, tests)
+    diagnosed = tuple(dict.fromkeys(name for raw in raws for name in raw.diagnosed))
+    return ExerciseResult(exercise_id, round(sum(test.points for test in tests), 4), maximum, tests,
+                          diagnosed=diagnosed)
 
 
 def _shares(maximum: float, weights: list[float]) -> list[float]:

@@ -45,6 +45,7 @@ _MESSAGE_SET = pytest.StashKey[bool]()
 _SEED = pytest.StashKey[int]()
 _ORDER = pytest.StashKey[int]()
 _DIAGNOSED = pytest.StashKey[dict[str, str]]()  # exercise -> what its first failure's diagnosis found
+_NAMED = pytest.StashKey[dict[str, list[str]]]()  # exercise -> the catalogue's names of the mistakes it found
 _FAILED = pytest.StashKey[set[str]]()  # exercises with a failed test so far in this run
 DIAGNOSIS_CALL_TIMEOUT_S = 5.0  # the scenario's calls are small; a slow one means there is nothing to learn
 QUICK_SKIP = "skipped by --quick: run without --quick to earn these points"
@@ -255,6 +256,8 @@ def pytest_json_runtest_metadata(item: pytest.Item, call: pytest.CallInfo[None])
         printed = _printed(item)  # before the diagnosis's own calls print anything
         diagnosis = _diagnosis(item, exercise, call.excinfo.value)
         metadata["message"] = feedback(call.excinfo.value, printed=printed, exercise=exercise, diagnosis=diagnosis)
+        if diagnosis.startswith("Diagnosis: ") and exercise is not None:  # the failure that ran the diagnosis
+            metadata["diagnosed"] = item.config.stash.get(_NAMED, {}).get(exercise, [])
         # A hint from what this failure measured (a known mistake, NaN seen) holds whatever else fails.
         metadata["hint_measured"] = bool(diagnosis) or NAN_HINT in metadata["message"]
     return metadata
@@ -289,7 +292,9 @@ def _diagnosis(item: pytest.Item, exercise: str | None, error: BaseException) ->
     timeout = connection.call_timeout_s
     connection.call_timeout_s = DIAGNOSIS_CALL_TIMEOUT_S
     try:
-        diagnosed[exercise] = diagnosis.message(diagnosis.diagnose(exercise, session.impl(), device=session.device))
+        found = diagnosis.diagnose(exercise, session.impl(), device=session.device)
+        diagnosed[exercise] = diagnosis.message(found)
+        item.config.stash.setdefault(_NAMED, {})[exercise] = diagnosis.named(found)
     except Exception:  # a diagnosis is a bonus: the test's own message stands whatever happens here
         pass
     finally:

@@ -71,7 +71,7 @@ def test_every_submission_gets_a_report_and_a_csv_row(first_run):
     run, out = first_run
     assert run.returncode == 0, run.stderr
     table = list(csv.reader((out / "grades.csv").open()))
-    assert table[0][:3] == ["id", "status", "sandbox"] and table[0][-1] == "total", table[0]
+    assert table[0][:3] == ["id", "status", "sandbox"] and table[0][-2:] == ["total", "mistakes"], table[0]
     rows = {row["id"]: row for row in csv.DictReader((out / "grades.csv").open())}
     assert set(rows) == {"alice", "bob", "carol", "mallory"}, rows.keys()
     assert rows["alice"]["status"] == "graded" and rows["mallory"]["status"] == "refused", rows
@@ -97,9 +97,9 @@ def test_the_class_statistics_are_over_the_graded_submissions_only(first_run):
     assert summary["exercises"]["attention"] == round(20 / 3, 4), summary["exercises"]
     assert summary["exercises"]["masking"] == round(10 / 3, 4), summary["exercises"]
     assert [row["count"] for row in summary["histogram"]] == [1, 1, 0, 0, 0, 0, 0, 0, 0, 1], summary["histogram"]
-    names = [test["name"] for test in summary["hardest_tests"]]
-    assert names and not any("not graded" in name for name in names), names
-    assert all(test["failed"] <= 2 for test in summary["hardest_tests"]), summary["hardest_tests"]
+    # No test most students fail: bob's are unstarted stubs and carol's other files are not in her submission, so
+    # no failure there judged a student's own code (test_class_report checks the ranking on a class that fails).
+    assert summary["hardest_tests"] == [], summary["hardest_tests"]
     mallory = json.loads((out / "mallory.json").read_text())
     assert summary["limits"] == [{"id": "mallory", "limits": ["refused"], "reason": mallory["warnings"][0]}]
     assert "4 submissions: 3 graded, 1 refused, 0 limit, 0 grader-error" in run.stdout, run.stdout
@@ -308,3 +308,38 @@ def test_each_look_alike_gets_its_own_row_and_keeps_its_name_in_its_report(tmp_p
         assert report["id"] == submission_id and report["status"] == "refused", report
         names[report["submission_name"]] = submission_id
     assert set(names) == set(LOOK_ALIKES), names
+
+
+def _browser() -> str | None:
+    return next((found for name in ("chromium", "chromium-browser", "google-chrome") if (found := shutil.which(name))),
+                None)
+
+
+@pytest.mark.skipif(_browser() is None, reason="no headless browser here (CI installs Debian's chromium)")
+def test_the_class_report_renders_in_a_browser_with_its_charts_and_no_console_errors(first_run, tmp_path):
+    """The page the batch wrote, opened as an instructor would (a file, offline) in headless chromium: the DOM has
+    both charts and every student's row, a screenshot shows the bars drawn, and the console stays silent (no
+    blocked load, no error)."""
+    from matplotlib.image import imread
+
+    from grader.batch.charts import COLOUR
+
+    run, out = first_run
+    page = (out / "report.html").as_uri()
+    assert {p.name for p in (out / "feedback").iterdir()} == {f"{i}.txt" for i in ("alice", "bob", "carol", "mallory")}
+    command = [_browser(), "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
+               f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run([*command, "--dump-dom", page], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert dom.stdout.count("<svg") == 2 and dom.stdout.count("<path") > 20, "both charts are in the page"
+    for submission in ("alice", "bob", "carol", "mallory"):
+        assert f'id="s-{submission}"' in dom.stdout, submission
+    shot = tmp_path / "report.png"
+    screenshot = subprocess.run([*command, "--window-size=1280,1600", f"--screenshot={shot}", page],
+                                capture_output=True, text=True, timeout=120)
+    assert screenshot.returncode == 0 and shot.is_file(), screenshot.stderr[-2000:]
+    pixels = (imread(shot)[..., :3] * 255).round()
+    bar = [int(COLOUR[i:i + 2], 16) for i in (1, 3, 5)]
+    assert ((abs(pixels - bar) <= 2).all(axis=-1)).sum() > 2000, "the charts' bars are drawn"
+    console = [line for line in dom.stderr.splitlines() + screenshot.stderr.splitlines() if "CONSOLE" in line]
+    assert not console, console

@@ -133,6 +133,8 @@ def test_known_mistake_loses_points_and_says_why(grade_variant, variant: Variant
     assert named == [f"Diagnosis: {_diagnosis(variant)}"], (
         f"expected the one diagnosis of {_id(variant)}, got {named}:\n{run.feedback(exercise)}"
     )
+    # The report names it too, for grades.csv and the class report: by the catalogue's name, in its exercise only.
+    assert {e["id"]: e["diagnosed"] for e in run.report["exercises"] if e["diagnosed"]} == {exercise: [variant.name]}
 
 
 @pytest.mark.parametrize("variant", held_out_mistakes(), ids=_id)
@@ -142,6 +144,7 @@ def test_held_out_mistake_loses_points_and_is_told_no_wrong_cause(grade_variant,
     exercise, run = grade_variant(variant)
     named = _diagnoses_of_a_lost_exercise(run, variant)
     assert not named, f"{_id(variant)} told {named}:\n{run.feedback(exercise)}"
+    assert not any(e["diagnosed"] for e in run.report["exercises"]), run.report["exercises"]
 
 
 def _diagnoses_of_a_lost_exercise(run, variant: Variant) -> list[str]:

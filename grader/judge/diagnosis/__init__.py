@@ -28,6 +28,7 @@ from grader.judge.diagnosis.compare import (
     known_facets,
     match,
     message,
+    named,
     tolerance,
 )
 from grader.judge.diagnosis.observe import Deferred, Facets, FacetValue, Implementation, Raised, ScenarioRun
@@ -55,6 +56,7 @@ __all__ = [
     "match",
     "message",
     "mistakes_folder",
+    "named",
     "run_scenario",
     "tolerance",
 ]

@@ -149,3 +149,8 @@ def diagnose(exercise: str, impl: Implementation, *, device: str = "cpu") -> tup
 def message(mistakes: tuple[Mistake, ...]) -> str:
     """The line appended to a failed test's feedback."""
     return "\n".join(f"Diagnosis: {m.diagnosis}" for m in mistakes[:MAX_NAMED])
+
+
+def named(mistakes: tuple[Mistake, ...]) -> list[str]:
+    """The catalogue's names of the mistakes `message` gives, for the report (`diagnosed`)."""
+    return [m.name for m in mistakes[:MAX_NAMED]]

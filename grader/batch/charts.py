@@ -1,0 +1,55 @@
+"""`charts` draws the class report's charts with matplotlib, as inline SVG (see `class_report`).
+
+Importing it raises ImportError where matplotlib is not installed; the report then says how to get it.
+The SVG is the same for the same numbers: no date, and ids from a fixed salt.
+"""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("svg")  # no display, no GUI toolkit: a file is all the batch wants
+
+import matplotlib.pyplot as plt
+
+from grader.batch.summary import ClassSummary
+from grader.curriculum import BY_ID
+
+SIZE = (6.0, 3.2)  # inches
+COLOUR = "#3b6ea8"
+
+
+def histogram(summary: ClassSummary) -> str:
+    """The score distribution over the graded submissions: ten bars of 10 percent each."""
+    figure, axes = plt.subplots(figsize=SIZE)
+    labels = [f"{row.from_percent}–{row.to_percent}" for row in summary.histogram]
+    axes.bar(labels, [row.count for row in summary.histogram], color=COLOUR)
+    axes.set_title(f"Scores of the {summary.scored} graded submissions (percent)")
+    axes.set_ylabel("submissions")
+    axes.yaxis.get_major_locator().set_params(integer=True)
+    axes.tick_params(axis="x", labelsize=8)
+    return _svg(figure)
+
+
+def means(summary: ClassSummary) -> str:
+    """Each exercise's mean as a share of its points, in curriculum order."""
+    figure, axes = plt.subplots(figsize=SIZE)
+    names = list(summary.exercises)
+    shares = [100 * (mean or 0.0) / float(BY_ID[x].points) for x, mean in summary.exercises.items()]
+    axes.barh(names[::-1], shares[::-1], color=COLOUR)
+    axes.set_xlim(0, 100)
+    axes.set_title("Mean per exercise (percent of its points)")
+    axes.tick_params(axis="y", labelsize=8)
+    return _svg(figure)
+
+
+def _svg(figure: plt.Figure) -> str:
+    plt.rcParams["svg.hashsalt"] = "attention-kit"
+    figure.tight_layout()
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", metadata={"Date": None})
+    plt.close(figure)
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]  # inline: no XML declaration or DOCTYPE inside the page

@@ -1,0 +1,221 @@
+"""`class_report` writes DIR/report.html, the page an instructor opens after `grader batch`, and DIR/feedback/.
+
+One self-contained page: no script, nothing loaded from anywhere (its Content-Security-Policy forbids it),
+readable offline and printable. It shows the score distribution and each exercise's mean as charts
+(matplotlib's SVG, inline; where matplotlib is not installed the page says how to get them, and the tables
+carry the same numbers), the known mistakes the class makes, most frequent first, with who made each and
+the catalogue's explanation, the tests most students fail where they judged the exercise's own code, who
+was not graded and why, and one row per student linking to `feedback/<id>.txt`: the text `grader check`
+prints for that submission. Every text that comes from a submission (messages, names) is escaped: it is
+shown, never interpreted as HTML. Nothing in it depends on when the batch ran, so a rerun writes the same page.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib
+import io
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from rich.console import Console
+
+from grader.batch.summary import CSV_STATUS, ClassSummary, diagnosed
+from grader.curriculum import BY_ID
+from grader.grade.reports import GradeReport, atomic_path
+from grader.grade.results import ExerciseResult, ExerciseStatus, TestOutcome
+from grader.grade.selection import Selection
+from grader.text import clean
+
+if TYPE_CHECKING:
+    from grader.batch.schedule import Result
+
+FEEDBACK_FOLDER = "feedback"
+FIRST_PROBLEM_CHARACTERS = 200
+STYLE = """
+body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 72em; padding: 0 1em; color: #222; }
+h1 { margin-bottom: 0.2em; } h2 { margin-top: 1.8em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 0.5em 0; } th, td { padding: 0.25em 0.6em; vertical-align: top; }
+th { text-align: left; background: #f2f2f2; } tr { border-bottom: 1px solid #e4e4e4; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; } .note { color: #666; font-size: 0.9em; }
+.warn { background: #fff4d6; padding: 0.5em 0.8em; border-left: 4px solid #e0a800; }
+pre { white-space: pre-wrap; margin: 0; font-size: 0.85em; max-width: 48em; }
+table.students { font-size: 0.8em; } table.students pre { max-width: 28em; }
+.charts { display: flex; flex-wrap: wrap; gap: 1em; } .charts svg { max-width: 100%; height: auto; }
+@media print { body { margin: 0; max-width: none; } a { color: inherit; text-decoration: none; } }
+"""
+POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+
+def write(results: list[Result], selection: Selection, summary: ClassSummary, out: Path) -> None:
+    """Write DIR/feedback/<id>.txt for every submission, then DIR/report.html; each file atomically."""
+    folder = out / FEEDBACK_FOLDER
+    folder.mkdir(exist_ok=True)
+    for result in results:
+        _write_text(folder / f"{result.id}.txt", feedback_text(result))
+    _write_text(out / "report.html", page(results, selection, summary))
+
+
+def feedback_text(result: Result) -> str:
+    """What `grader check` prints for this submission (plain text), or why it was not graded."""
+    status = CSV_STATUS[result.ended]
+    if status != "graded":
+        reasons = result.report.get("warnings") or ["no reason was recorded"]
+        return clean(f"{result.id}: {status}, not graded: {reasons[0]}\n")
+    console = Console(file=io.StringIO(), width=100, color_system=None, force_terminal=False, soft_wrap=False)
+    from grader.cli.render import render
+
+    render(GradeReport.from_json(dict(result.report)), console, verbose=False)
+    return clean(console.file.getvalue())  # type: ignore[attr-defined]
+
+
+def page(results: list[Result], selection: Selection, summary: ClassSummary) -> str:
+    """The whole report.html."""
+    sections = [_overview(summary), _charts(summary), _mistakes(summary), _hardest(summary),
+                _not_graded(summary), _students(results, selection)]
+    title = f"Class report: {summary.submissions} submissions"
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f'<meta http-equiv="Content-Security-Policy" content="{POLICY}">\n'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>{_e(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{_e(title)}</h1>\n"
+            + "\n".join(section for section in sections if section) + "\n</body>\n</html>\n")
+
+
+def _overview(summary: ClassSummary) -> str:
+    statuses = ", ".join(f"{n} {status}" for status, n in summary.statuses.items())
+    tiers = ", ".join(f"{n} {tier}" for tier, n in sorted(summary.sandboxes.items()))
+    lines = [f"<p>{_e(statuses)} (sandbox: {_e(tiers)}).</p>"]
+    if summary.mean_score is None:
+        lines.append('<p class="warn">No submission was graded: no class mean, charts or tests most students fail.</p>')
+    else:
+        lines.append(f"<p><strong>Mean {_points(summary.mean_score)} / {_points(summary.max_score)}</strong> over the "
+                     f"{summary.scored} graded submissions; refused, limit and grader-error ones are listed apart.</p>")
+    if summary.sandboxes.get("none"):
+        lines.append(f'<p class="warn">{summary.sandboxes["none"]} submissions were graded without isolation '
+                     "(sandbox: none): their code ran with this machine's access. Their reports say why.</p>")
+    return "\n".join(lines)
+
+
+def _charts(summary: ClassSummary) -> str:
+    if summary.mean_score is None:
+        return ""
+    try:
+        charts = importlib.import_module("grader.batch.charts")  # ImportError without matplotlib
+    except ImportError:
+        return ('<h2 id="charts">Scores</h2>\n<p class="note">Charts need matplotlib: '
+                '<code>pip install "attention-kit[plots]"</code>. The tables below give the same numbers.</p>\n'
+                + _means_table(summary))
+    return ('<h2 id="charts">Scores</h2>\n<div class="charts">\n'
+            f"{charts.histogram(summary)}\n{charts.means(summary)}\n</div>\n" + _means_table(summary))
+
+
+def _means_table(summary: ClassSummary) -> str:
+    rows = "".join(f"<tr><td>{_e(x)}</td><td class=n>{_points(mean or 0.0)} / {_points(float(BY_ID[x].points))}"
+                   "</td></tr>" for x, mean in summary.exercises.items())
+    return f'<table class="means"><tr><th>Exercise</th><th>Mean</th></tr>{rows}</table>'
+
+
+def _mistakes(summary: ClassSummary) -> str:
+    head = '<h2 id="mistakes">Known mistakes the class makes</h2>\n'
+    if not summary.mistakes:
+        return head + ('<p class="note">The diagnosis named no known mistake (it names one only where the evidence '
+                       "is unique to it; the student release carries no catalogue).</p>")
+    rows = []
+    for mistake in summary.mistakes:
+        who = ", ".join(f'<a href="#{_anchor(i)}">{_e(i)}</a>' for i in mistake.ids)
+        rows.append(f"<tr><td class=n>{mistake.count}</td><td><strong>{_e(mistake.exercise)}</strong>: "
+                    f"{_e(mistake.name)}<br><span class=note>{_e(mistake.explanation)}</span></td><td>{who}</td></tr>")
+    return (head + f"<p class=note>Over the {summary.scored} graded submissions, the most frequent first.</p>\n"
+            "<table><tr><th>Students</th><th>Mistake</th><th>Who</th></tr>" + "".join(rows) + "</table>")
+
+
+def _hardest(summary: ClassSummary) -> str:
+    if not summary.hardest_tests:
+        return ""
+    rows = "".join(
+        f"<tr><td>{_e(test.name)}</td><td class=n>{1 - test.pass_rate:.0%} ({test.failed})</td>"
+        f"<td><pre>{_e(test.example)}</pre></td></tr>" for test in summary.hardest_tests)
+    return ('<h2 id="hardest">Tests most students fail</h2>\n<p class=note>Counted where the test judged the '
+            "exercise's own code: exercises blocked by a failing prerequisite, not started or not submitted are "
+            "left out.</p>\n<table><tr><th>Test</th><th>Failing</th><th>One failure's message</th></tr>"
+            f"{rows}</table>")
+
+
+def _not_graded(summary: ClassSummary) -> str:
+    """Who was not graded (refused, over the time limit, the grader's own error) and who hit a worker's limit."""
+    if not summary.limits:
+        return ""
+    rows = "".join(f'<tr><td><a href="#{_anchor(hit.id)}">{_e(hit.id)}</a></td><td>{_e(", ".join(hit.limits))}</td>'
+                   f"<td>{_e(hit.reason)}</td></tr>" for hit in summary.limits)
+    return ('<h2 id="not-graded">Not graded, or stopped by a limit</h2>\n<p class=note>Refused, limit and '
+            "grader-error submissions are left out of the mean and the charts; a timeout, crash or memory limit "
+            "inside a graded run cost that submission the tests it stopped.</p>\n"
+            f"<table><tr><th>Submission</th><th>What</th><th>Reason</th></tr>{rows}</table>")
+
+
+def _students(results: list[Result], selection: Selection) -> str:
+    header = "".join(f"<th>{_e(x)}</th>" for x in selection.exercises)
+    rows = []
+    for result in results:
+        status = CSV_STATUS[result.ended]
+        exercises = _exercises(result) if status == "graded" else {}
+        cells = "".join(_score_cell(exercises.get(x)) for x in selection.exercises)
+        mistakes = "<br>".join(_e(f"{x}: {name}") for x, name in diagnosed(result.report))
+        link = f'<a href="{FEEDBACK_FOLDER}/{quote(result.id)}.txt">feedback</a>'
+        total = _points(float(result.report.get("score", 0.0))) if status == "graded" else _e(status)
+        rows.append(f'<tr id="{_anchor(result.id)}"><td>{_e(result.id)}</td><td class=n>{total}</td>{cells}'
+                    f"<td>{mistakes}</td><td><pre>{_e(_first_problem(exercises))}</pre></td><td>{link}</td></tr>")
+    return ('<h2 id="students">Students</h2>\n<table class="students"><tr><th>Submission</th><th>Total</th>'
+            f"{header}<th>Diagnosed mistakes</th><th>First problem</th><th></th></tr>" + "".join(rows) + "</table>")
+
+
+def _exercises(result: Result) -> dict[str, ExerciseResult]:
+    try:
+        return {e.id: e for e in GradeReport.from_json(dict(result.report)).exercises}
+    except (KeyError, TypeError, ValueError):
+        return {}
+
+
+def _score_cell(exercise: ExerciseResult | None) -> str:
+    if exercise is None:
+        return "<td class=n>–</td>"
+    note = ""
+    if exercise.absent:
+        note = "not submitted"
+    elif exercise.blocked_by:
+        note = "blocked by " + ", ".join(exercise.blocked_by)
+    elif exercise.status == ExerciseStatus.NOT_STARTED:
+        note = "not started"
+    shown = f"<br><span class=note>{_e(note)}</span>" if note else ""
+    return f"<td class=n>{_points(exercise.score)}{shown}</td>"
+
+
+def _first_problem(exercises: dict[str, ExerciseResult]) -> str:
+    """The first failing test's message in the first exercise that fails on its own (not blocked, started)."""
+    for exercise in exercises.values():
+        if exercise.blocked_by or exercise.absent or exercise.status == ExerciseStatus.NOT_STARTED:
+            continue
+        failed = next((t for t in exercise.tests if t.outcome in (TestOutcome.FAILED, TestOutcome.ERROR)
+                       and t.max_points > 0), None)
+        if failed is not None:
+            first = failed.message.strip().splitlines()[0] if failed.message.strip() else "failed"
+            return f"{exercise.id}: {first[:FIRST_PROBLEM_CHARACTERS]}"
+    return ""
+
+
+def _anchor(submission_id: str) -> str:
+    return "s-" + quote(submission_id, safe="")
+
+
+def _points(value: float) -> str:
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def _e(text: object) -> str:
+    return html.escape(clean(str(text)), quote=True)
+
+
+def _write_text(path: Path, text: str) -> None:
+    with atomic_path(path, ".tmp") as temporary:
+        temporary.write_text(text, encoding="utf-8")

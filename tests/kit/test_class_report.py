@@ -1,0 +1,135 @@
+"""The class report (DIR/report.html, DIR/feedback/) and the class summary it shares with grades.csv and summary.json.
+
+Built here from reports written as the grader writes them, without grading: what a class did is the input, the
+page and the files are the output. test_batch opens the page a real `grader batch` wrote in a browser.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+import re
+
+import pytest
+
+from grader.batch import class_report
+from grader.batch.jobs import Status
+from grader.batch.schedule import Result
+from grader.batch.summary import summarise, write_grades_csv
+from grader.curriculum import EXERCISES
+from grader.grade.reports import GradeReport
+from grader.grade.results import ExerciseResult
+from grader.grade.results import TestOutcome as Outcome
+from grader.grade.results import TestResult as Result_
+from grader.grade.selection import select
+
+HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+PASS, FAIL = Outcome.PASSED, Outcome.FAILED
+
+
+def exercise(exercise_id: str, outcomes: dict[str, Outcome], *, message: str = "wrong", blocked_by=(),
+             diagnosed=()) -> ExerciseResult:
+    points = 10.0 / len(outcomes)
+    tests = tuple(Result_(f"hidden/test_{exercise_id}.py::{name}", outcome, points if outcome == PASS else 0.0,
+                             points, "" if outcome == PASS else message) for name, outcome in outcomes.items())
+    return ExerciseResult(exercise_id, sum(t.points for t in tests), 10.0, tests, tuple(blocked_by),
+                          diagnosed=tuple(diagnosed))
+
+
+def graded(submission_id: str, *exercises: ExerciseResult) -> Result:
+    report = GradeReport(submission_id, "all", "cpu", 1.0, "2.13.0", exercises, sandbox="bubblewrap").to_json()
+    return Result(submission_id, Status.GRADED, {**report, "status": "graded"})
+
+
+def selection():
+    return select(["attention", "masking"], None)
+
+
+@pytest.fixture
+def the_class() -> list[Result]:
+    """Four students: two with the same known mistake, one unfinished (masking a stub), one refused."""
+    right = {"test_a": PASS, "test_b": PASS}
+    mistaken = exercise("attention", {"test_a": PASS, "test_b": FAIL}, message=HOSTILE,
+                        diagnosed=["mask_after_softmax"])
+    stub = exercise("masking", {"test_a": FAIL, "test_b": FAIL}, message="masking is not implemented yet")
+    return [
+        graded("ann", mistaken, exercise("masking", right)),
+        graded("ben", mistaken, exercise("masking", {"test_a": FAIL, "test_b": FAIL}, blocked_by=["attention"])),
+        graded("cai", exercise("attention", right), stub),
+        Result("dot", Status.REFUSED, {"status": "refused", "warnings": ["the zip holds an unsafe path ../x"]}),
+    ]
+
+
+def test_mistakes_are_ranked_with_who_made_them_and_the_catalogues_explanation(the_class):
+    summary = summarise(the_class, selection())
+    (mistake,) = summary.mistakes
+    assert (mistake.exercise, mistake.name, mistake.count, mistake.ids) == ("attention", "mask_after_softmax", 2,
+                                                                            ["ann", "ben"])
+    assert "after the softmax" in mistake.explanation  # the catalogue's own words
+
+
+def test_tests_most_students_fail_leave_out_blocked_and_unstarted_exercises(the_class):
+    summary = summarise(the_class, selection())
+    names = {test.name: test for test in summary.hardest_tests}
+    # ben's masking is blocked by attention, cai's is a stub: neither says anything of masking's tests.
+    assert not any(name.startswith("masking:") for name in names), names
+    failing = names["attention: hidden/test_attention.py::test_b"]
+    assert (failing.failed, failing.pass_rate, failing.exercise) == (2, 0.3333, "attention")
+    assert failing.example == HOSTILE  # kept as text; escaped where it is shown
+
+
+def test_grades_csv_names_each_students_mistakes_in_its_last_column(the_class, tmp_path):
+    write_grades_csv(the_class, selection(), tmp_path / "grades.csv")
+    rows = list(csv.reader((tmp_path / "grades.csv").open()))
+    assert rows[0] == ["id", "status", "sandbox", "attention", "masking", "total", "mistakes"]
+    assert {row[0]: row[-1] for row in rows[1:]} == {"ann": "attention/mask_after_softmax",
+                                                     "ben": "attention/mask_after_softmax", "cai": "", "dot": ""}
+
+
+def test_the_page_shows_every_section_and_a_submissions_text_only_as_text(the_class, tmp_path):
+    summary = summarise(the_class, selection())
+    class_report.write(the_class, selection(), summary, tmp_path)
+    page = (tmp_path / "report.html").read_text()
+    assert HOSTILE not in page and html.escape(HOSTILE) in page  # shown, never run
+    assert "<script" not in page.replace(html.escape("<script"), "")
+    assert "default-src 'none'" in page  # nothing loaded from anywhere, even by a mistake of ours
+    for heading in ("Scores", "Known mistakes the class makes", "Tests most students fail",
+                    "Not graded, or stopped by a limit", "Students"):
+        assert f">{heading}</h2>" in page, heading
+    assert page.count("<svg") == 2, "the score histogram and the means per exercise"
+    row = re.search(r'<tr id="s-ben">.*?</tr>', page).group(0)
+    assert "blocked by attention" in row and "attention: mask_after_softmax" in row and 'href="feedback/ben.txt"' in row
+    assert "the zip holds an unsafe path" in page
+    # The link's target: what `grader check` prints for that submission, or why it was not graded.
+    assert "mask_after_softmax" not in (tmp_path / "feedback" / "cai.txt").read_text()
+    assert "✘ test_b (attention)" in (tmp_path / "feedback" / "ann.txt").read_text()
+    assert "refused, not graded: the zip holds an unsafe path" in (tmp_path / "feedback" / "dot.txt").read_text()
+    # The same class gives the same page: nothing in it says when it was written.
+    class_report.write(the_class, selection(), summary, tmp_path)
+    assert (tmp_path / "report.html").read_text() == page
+
+
+def test_without_matplotlib_the_page_says_how_to_get_the_charts(the_class, tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "grader.batch.charts", None)  # what an install without matplotlib gives
+    class_report.write(the_class, selection(), summarise(the_class, selection()), tmp_path)
+    page = (tmp_path / "report.html").read_text()
+    assert "<svg" not in page and 'pip install "attention-kit[plots]"' in page
+    assert "Mean" in page and "attention" in page  # the numbers are still there, as a table
+
+
+def test_an_empty_class_or_one_with_nobody_graded_still_gets_a_page(tmp_path):
+    refused = [Result("dot", Status.REFUSED, {"status": "refused", "warnings": ["not a zip"]})]
+    class_report.write(refused, selection(), summarise(refused, selection()), tmp_path)
+    page = (tmp_path / "report.html").read_text()
+    assert "No submission was graded" in page and "<svg" not in page
+    assert json.dumps(sorted(p.name for p in (tmp_path / "feedback").iterdir())) == '["dot.txt"]'
+
+
+def test_every_exercise_of_the_curriculum_has_a_column_in_a_full_selection(the_class, tmp_path):
+    full = select(None, None)
+    class_report.write(the_class, full, summarise(the_class, full), tmp_path)
+    header = re.search(r'<table class="students"><tr>(.*?)</tr>', (tmp_path / "report.html").read_text()).group(1)
+    assert [e.id for e in EXERCISES] == re.findall(r"<th>([a-z_]+)</th>", header)
