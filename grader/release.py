@@ -31,6 +31,7 @@ class Bundle:
     readme: str  # the file that becomes README.md
     recipes: tuple[tuple[str, str], ...]  # (where it goes, which file of grader/recipes/)
     secret: tuple[str, ...] = ()  # folders of which nothing may ship, whatever the lists above say
+    documents: tuple[str, ...] = ()  # folders whose pages (*.md) and their pictures (*.png) are copied
 
 
 RECIPES = Path("grader/recipes")  # shipped whole in both bundles, so that the grader package is complete
@@ -47,8 +48,9 @@ STUDENT = Bundle(
     # solutions/mistakes/ holds the catalogue of known mistakes: near-solutions, one slip each.
     secret=("solutions", "solutions/mistakes", "tests/hidden", "tests/kit"),
 )
+# The kit's README links the docs/ pages: they ship with it, so that none of its links is dead.
 AUTOGRADER = Bundle(STUDENT.files, (*STUDENT.packages, "solutions", "tests/hidden"), "README.md",
-                    (WORKFLOW, *GRADESCOPE))
+                    (WORKFLOW, *GRADESCOPE), documents=("docs",))
 # A release may not be written inside the folders it is built from.
 SOURCE_FOLDERS = ("exercises", "solutions", "grader", "tests", "docs", "benchmarks", ".ci", ".git")
 
@@ -72,6 +74,9 @@ def build(out: Path, *, autograder: bool = False, root: Path | None = None) -> l
         for source in sorted((root / package).rglob("*.py")):
             if "__pycache__" not in source.parts:
                 plan[source.relative_to(root)] = source
+    for folder in bundle.documents:
+        for source in sorted([*(root / folder).glob("*.md"), *(root / folder).glob("*.png")]):
+            plan[source.relative_to(root)] = source
     leaked = [str(target) for target in plan if any(target.is_relative_to(folder) for folder in bundle.secret)]
     if leaked:
         raise ReleaseError(f"{leaked[0]} is secret and must not ship in this release: fix the bundle's lists")

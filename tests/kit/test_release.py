@@ -10,6 +10,7 @@ the release, not the checkout it was built from.
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -108,6 +109,11 @@ def test_autograder_bundle_grades_the_reference_with_every_suite(autograder: Pat
     for folder in ("tests/kit", "benchmarks", ".ci", ".git"):
         assert not (autograder / folder).exists(), f"the autograder bundle ships {folder}/"
     assert (autograder / "README.md").read_bytes() == (REPO / "README.md").read_bytes()
+    # The pages the README links ship with it, and so do theirs: no link in the bundle is dead.
+    pages = [autograder / "README.md", *(autograder / "docs").glob("*.md")]
+    dead = [(page.name, link) for page in pages for link in re.findall(r"\]\(([^)#\s]+)", page.read_text())
+            if "://" not in link and not (page.parent / link).exists()]
+    assert len(pages) > 5 and not dead, dead
 
     report = grade(autograder, tmp_path / "report.json", "--submission", str(REPO / "solutions"), "--quick")
     assert report["suite"] == "all"
