@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 from rich.console import Console
 
-from grader.batch.summary import CSV_STATUS, ClassSummary, diagnosed
+from grader.batch.summary import CSV_STATUS, ClassSummary, diagnosed, excerpt
 from grader.curriculum import BY_ID
 from grader.grade.reports import GradeReport, atomic_path
 from grader.grade.results import ExerciseResult, ExerciseStatus, TestOutcome
@@ -41,7 +41,9 @@ th { text-align: left; background: #f2f2f2; } tr { border-bottom: 1px solid #e4e
 td.n { text-align: right; font-variant-numeric: tabular-nums; } .note { color: #666; font-size: 0.9em; }
 .warn { background: #fff4d6; padding: 0.5em 0.8em; border-left: 4px solid #e0a800; }
 pre { white-space: pre-wrap; margin: 0; font-size: 0.85em; max-width: 48em; }
-table.students { font-size: 0.8em; } table.students pre { max-width: 28em; }
+table.students { font-size: 0.85em; } tr.scores { border-bottom: none; } tr.details td { padding-top: 0; }
+tr.details { color: #444; } code { font-size: 0.95em; overflow-wrap: anywhere; }
+table.hardest td:first-child { overflow-wrap: anywhere; } table.hardest pre { min-width: 26em; }
 .charts { display: flex; flex-wrap: wrap; gap: 1em; } .charts svg { max-width: 100%; height: auto; }
 @media print { body { margin: 0; max-width: none; } a { color: inherit; text-decoration: none; } }
 """
@@ -134,12 +136,21 @@ def _hardest(summary: ClassSummary) -> str:
     if not summary.hardest_tests:
         return ""
     rows = "".join(
-        f"<tr><td>{_e(test.name)}</td><td class=n>{1 - test.pass_rate:.0%} ({test.failed})</td>"
+        f"<tr><td>{_test_name(test.name)}</td><td class=n>{1 - test.pass_rate:.0%} ({test.failed})</td>"
         f"<td><pre>{_e(test.example)}</pre></td></tr>" for test in summary.hardest_tests)
     return ('<h2 id="hardest">Tests most students fail</h2>\n<p class=note>Counted where the test judged the '
             "exercise's own code: exercises blocked by a failing prerequisite, not started or not submitted are "
-            "left out.</p>\n<table><tr><th>Test</th><th>Failing</th><th>One failure's message</th></tr>"
+            "left out. Failing: the share of those students, and how many.</p>\n"
+            '<table class="hardest"><tr><th>Test</th><th>Failing</th><th>One failure\'s message</th></tr>'
             f"{rows}</table>")
+
+
+def _test_name(name: str) -> str:
+    """"exercise: suite/file.py::test[parameters]" as the exercise, the test in full, and where it is written."""
+    exercise, _, test = name.partition(": ")
+    where, _, function = test.rpartition("::")
+    return f"<strong>{_e(exercise)}</strong>: {_e(function)}" + (f"<br><span class=note>{_e(where)}</span>"
+                                                                  if where else "")
 
 
 def _not_graded(summary: ClassSummary) -> str:
@@ -155,19 +166,26 @@ def _not_graded(summary: ClassSummary) -> str:
 
 
 def _students(results: list[Result], selection: Selection) -> str:
-    header = "".join(f"<th>{_e(x)}</th>" for x in selection.exercises)
+    """A row of scores per student, and under it what to look at: the diagnosed mistakes, the first problem, the
+    feedback that student sees."""
+    header = "".join(f"<th>{_e(x).replace('_', '_<wbr>')}</th>" for x in selection.exercises)
     rows = []
     for result in results:
         status = CSV_STATUS[result.ended]
         exercises = _exercises(result) if status == "graded" else {}
         cells = "".join(_score_cell(exercises.get(x)) for x in selection.exercises)
-        mistakes = "<br>".join(_e(f"{x}: {name}") for x, name in diagnosed(result.report))
-        link = f'<a href="{FEEDBACK_FOLDER}/{quote(result.id)}.txt">feedback</a>'
         total = _points(float(result.report.get("score", 0.0))) if status == "graded" else _e(status)
-        rows.append(f'<tr id="{_anchor(result.id)}"><td>{_e(result.id)}</td><td class=n>{total}</td>{cells}'
-                    f"<td>{mistakes}</td><td><pre>{_e(_first_problem(exercises))}</pre></td><td>{link}</td></tr>")
+        rows.append(f'<tr id="{_anchor(result.id)}" class="scores"><td>{_e(result.id)}</td><td class=n>{total}</td>'
+                    f"{cells}</tr>")
+        details = [f'<a href="{FEEDBACK_FOLDER}/{quote(result.id)}.txt">feedback</a>']
+        if mistakes := "; ".join(f"{x}: {name}" for x, name in diagnosed(result.report)):
+            details.append(f"diagnosed: {_e(mistakes)}")
+        if first := _first_problem(exercises):
+            details.append(f"first problem: <code>{_e(first)}</code>")
+        rows.append(f'<tr class="details"><td></td><td colspan="{len(selection.exercises) + 1}">'
+                    f"{' · '.join(details)}</td></tr>")
     return ('<h2 id="students">Students</h2>\n<table class="students"><tr><th>Submission</th><th>Total</th>'
-            f"{header}<th>Diagnosed mistakes</th><th>First problem</th><th></th></tr>" + "".join(rows) + "</table>")
+            f"{header}</tr>" + "".join(rows) + "</table>")
 
 
 def _exercises(result: Result) -> dict[str, ExerciseResult]:
@@ -200,7 +218,7 @@ def _first_problem(exercises: dict[str, ExerciseResult]) -> str:
                        and t.max_points > 0), None)
         if failed is not None:
             first = failed.message.strip().splitlines()[0] if failed.message.strip() else "failed"
-            return f"{exercise.id}: {first[:FIRST_PROBLEM_CHARACTERS]}"
+            return f"{exercise.id}: {excerpt(first, FIRST_PROBLEM_CHARACTERS)}"
     return ""
 
 

@@ -193,10 +193,17 @@ def _hardest_tests(reports: list[ReportJSON]) -> list[HardTest]:
                 seen[name] += 1
                 passed[name] += test.outcome == TestOutcome.PASSED
                 if test.outcome != TestOutcome.PASSED:
-                    example.setdefault(name, test.message[:EXAMPLE_CHARACTERS])
+                    example.setdefault(name, excerpt(test.message))
     hardest = sorted((n for n in seen if passed[n] < seen[n]), key=lambda n: (passed[n] / seen[n], n))[:10]
     return [HardTest(n, round(passed[n] / seen[n], 4), seen[n] - passed[n], exercise_of[n], example[n])
             for n in hardest]
+
+
+def excerpt(message: str, limit: int = EXAMPLE_CHARACTERS) -> str:
+    """The message, or its first `limit` characters cut at a space, with an ellipsis that says it was cut."""
+    if len(message) <= limit:
+        return message
+    return message[:limit].rsplit(" ", 1)[0] + " …"
 
 
 def _judged_exercises(report: ReportJSON) -> list[ExerciseResult]:

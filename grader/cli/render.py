@@ -209,7 +209,10 @@ def _render_statistics(summary: ClassSummary, console: Console) -> None:
         hardest.add_column("Test", overflow="fold")  # in full, never cut mid-word
         hardest.add_column("Pass rate", justify="right")
         for test in summary.hardest_tests:
-            hardest.add_row(escape(clean(test.name, newlines=False)), f"{test.pass_rate:.0%}")
+            exercise, _, name = test.name.partition(": ")
+            suite = name.split("/", 1)[0] if "/" in name.split("::", 1)[0] else ""
+            shown = f"{exercise}: {name.rpartition('::')[2]}" + (f" ({suite})" if suite else "")
+            hardest.add_row(escape(clean(shown, newlines=False)), f"{test.pass_rate:.0%}")
         console.print(hardest)
     if summary.mistakes:
         mistakes = Table(title="Known mistakes the class makes", title_justify="left")

@@ -98,8 +98,9 @@ def test_the_page_shows_every_section_and_a_submissions_text_only_as_text(the_cl
                     "Not graded, or stopped by a limit", "Students"):
         assert f">{heading}</h2>" in page, heading
     assert page.count("<svg") == 2, "the score histogram and the means per exercise"
-    row = re.search(r'<tr id="s-ben">.*?</tr>', page).group(0)
+    row = re.search(r'<tr id="s-ben".*?</tr><tr class="details">.*?</tr>', page).group(0)
     assert "blocked by attention" in row and "attention: mask_after_softmax" in row and 'href="feedback/ben.txt"' in row
+    assert f"first problem: <code>attention: {html.escape(HOSTILE)}</code>" in row  # the exercise that fails on its own
     assert "the zip holds an unsafe path" in page
     # The link's target: what `grader check` prints for that submission, or why it was not graded.
     assert "mask_after_softmax" not in (tmp_path / "feedback" / "cai.txt").read_text()
@@ -132,4 +133,5 @@ def test_every_exercise_of_the_curriculum_has_a_column_in_a_full_selection(the_c
     full = select(None, None)
     class_report.write(the_class, full, summarise(the_class, full), tmp_path)
     header = re.search(r'<table class="students"><tr>(.*?)</tr>', (tmp_path / "report.html").read_text()).group(1)
-    assert [e.id for e in EXERCISES] == re.findall(r"<th>([a-z_]+)</th>", header)
+    assert [e.id for e in EXERCISES] == [name.replace("<wbr>", "") for name in re.findall(r"<th>([a-z_<wbr>]+)</th>",
+                                                                                          header)]
