@@ -6,10 +6,16 @@ trusted, and a kernel lives for hours while pytest is made to run once per proce
 failures are shown in the cell as they appear; the report comes back as a `GradeReport`. Bad input
 raises `CheckError` with the command line's one-line message: a kernel is never asked to exit.
 
-What is graded: `submission=` (or `--submission`) when given; else the notebook the cell runs in, as
-saved (Jupyter tells its kernel where it is; VS Code too). In a kernel whose front end does not say which
-notebook it runs (nbclient, papermill, `nbconvert --execute`, older front ends), `CheckError` says so and how
-to name it: never another target, silently. Outside a kernel, `exercises/`, as on the command line.
+What is graded: `submission=` (or `--submission`) when given; else the notebook the cell runs in, as saved.
+The kernel learns which from its front end: Jupyter Server (from 1.19: JupyterLab 4, Notebook 7) sets
+`JPY_SESSION_NAME` in its environment (and ipykernel `__session__` from it); VS Code, the global
+`__vsc_ipynb_file__`. Older servers (earlier Jupyter Server, under many a JupyterLab 3; the classic Notebook 6
+server) say nothing but know: the server on this machine that started the kernel is asked for its sessions
+(`api/sessions`, with the URL and token its `jpserver-*.json` or `nbserver-*.json` gives in Jupyter's runtime
+folder), and the one holding this kernel (its id is in the kernel's connection file name) names the notebook.
+Colab keeps notebooks in Google Drive, not on the machine: there, and in a kernel nothing tells (nbclient,
+papermill, `nbconvert --execute`, a server that does not answer), `CheckError` says so in one line and how to
+name the notebook: never another target, silently. Outside a kernel, `exercises/`, as on the command line.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import grader
+from grader.student import sessions
 
 if TYPE_CHECKING:
     from grader.grade.reports import GradeReport
@@ -38,7 +45,8 @@ class CheckError(Exception):
 
 
 def this_notebook(namespace: dict[str, object] | None = None) -> Path | None:
-    """The saved notebook this kernel runs, when Jupyter (or VS Code) says which and it exists.
+    """The saved notebook this kernel runs, when Jupyter (or VS Code) says which and it exists; where they
+    say nothing in a kernel, as the Jupyter server that started it has it open (see `sessions.asked_server`).
 
     Jupyter Server gives the path relative to its own folder, and starts the kernel in the notebook's
     folder: a relative path that does not exist from here is looked for by its name, here."""
@@ -51,6 +59,10 @@ def this_notebook(namespace: dict[str, object] | None = None) -> Path | None:
         for found in (path, Path.cwd() / path.name):
             if found.is_file():
                 return found
+    if "ipykernel" in sys.modules:
+        asked = sessions.asked_server()
+        if asked is not None and asked.suffix == ".ipynb" and asked.is_file():
+            return asked
     return None
 
 
@@ -79,10 +91,7 @@ def run_check(arguments: list[str], *, submission: str | os.PathLike[str] | None
         if "--submission" not in arguments:
             chosen = Path(submission) if submission is not None else this_notebook(namespace)
             if chosen is None and _in_a_kernel():
-                raise CheckError(
-                    "cannot tell which notebook this cell runs in (this front end does not say): name it, e.g. "
-                    f"%grader {shlex.join(arguments)} --submission 01-attention.ipynb (--submission exercises for the "
-                    ".py files), or grader.check(..., submission=\"01-attention.ipynb\")")
+                raise CheckError(_cannot_tell(arguments))
             if chosen is not None and chosen.suffix == ".ipynb":
                 chosen = _with_what_it_uses(chosen, Path(folder) / "notebooks")
             arguments = [*arguments, *(["--submission", str(chosen)] if chosen is not None else [])]
@@ -100,11 +109,25 @@ def run_check(arguments: list[str], *, submission: str | os.PathLike[str] | None
     return report
 
 
+def _cannot_tell(arguments: list[str]) -> str:
+    """The one line that says the notebook cannot be told, and how to name it."""
+    if "google.colab" in sys.modules:
+        saved = "/content/drive/MyDrive/Colab Notebooks/01-attention.ipynb"
+        return ("cannot tell which notebook this cell runs in: Colab keeps it in Google Drive, not on this machine; "
+                "mount Drive (from google.colab import drive; drive.mount(\"/content/drive\")) and name the notebook "
+                f"as saved there, e.g. %grader {shlex.join(arguments)} --submission {shlex.quote(saved)}")
+    return ("cannot tell which notebook this cell runs in (this front end does not say): name it, e.g. "
+            f"%grader {shlex.join(arguments)} --submission 01-attention.ipynb (--submission exercises for the "
+            ".py files), or grader.check(..., submission=\"01-attention.ipynb\")")
+
+
 def _in_a_kernel() -> bool:
-    """Whether this runs in a Jupyter kernel (where a check means this notebook, not exercises/)."""
+    """Whether this runs in a Jupyter kernel (where a check means this notebook, not exercises/), Colab's too
+    (its shell is a kind of ipykernel's)."""
     shell = sys.modules.get("IPython")
     get = getattr(shell, "get_ipython", None)
-    return "ipykernel" in sys.modules and get is not None and type(get()).__name__ == "ZMQInteractiveShell"
+    return "ipykernel" in sys.modules and get is not None and any(
+        kind.__name__ == "ZMQInteractiveShell" for kind in type(get()).__mro__)
 
 
 def _with_what_it_uses(path: Path, folder: Path) -> Path:
