@@ -108,15 +108,16 @@ def test_a_server_that_does_not_tell_the_kernel_is_asked_and_its_notebook_graded
     with _jupyter_server(root, runtime, env) as (url, token):
         _check_in_a_kernel(url, token, path.name, runtime, outputs)
     text = "".join(outputs)
-    assert f"grader check attention --submission {path}\n" in text, text
+    assert f"grader check attention --suite public --submission {path}\n" in text, text
     # Full marks: the notebook was graded, not exercises/, whose stub scores 0 (test_reference_and_stubs).
     assert "10/10" in text and "Error" not in text and "cannot tell" not in text, text
 
 
 def _check_in_a_kernel(url: str, token: str, notebook: str, runtime: Path, outputs: list[str]) -> None:
     """Open `notebook` in the server (a session and its kernel), leave the kernel as an older server does (no
-    JPY_SESSION_NAME, hence no `__session__`), run `%grader check attention` there, what it shows kept in
-    `outputs`; then the kernel is killed (a shutdown through the server takes a second more)."""
+    JPY_SESSION_NAME, hence no `__session__`), run `%grader check attention --suite public` there (the target,
+    not the grading, is the point here), what it shows kept in `outputs`; then the kernel is killed (a shutdown
+    through the server takes a second more)."""
     from jupyter_client import BlockingKernelClient
 
     session = _api(f"{url}api/sessions", token, "POST", {
@@ -140,7 +141,7 @@ def _check_in_a_kernel(url: str, token: str, notebook: str, runtime: Path, outpu
         said = re.search(r"kernel (\d+) False False", "".join(outputs))
         assert said, outputs
         kernel_pid = int(said.group(1))
-        client.execute_interactive("%load_ext grader\n%grader check attention", output_hook=keep,
+        client.execute_interactive("%load_ext grader\n%grader check attention --suite public", output_hook=keep,
                                    timeout=CHECK_TIMEOUT_S)
     finally:
         client.stop_channels()

@@ -10,8 +10,8 @@ the release, not the checkout it was built from.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import shutil
 import subprocess
 import sys
