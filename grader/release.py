@@ -35,12 +35,13 @@ class Bundle:
 
 
 RECIPES = Path("grader/recipes")  # shipped whole in both bundles, so that the grader package is complete
+CATALOGS = ("grader/locale/zh/LC_MESSAGES/grader.po",)  # the translations of what the grader prints
 WORKFLOW = (".github/workflows/grade.yml", "grade.yml")
 GRADESCOPE = (("setup.sh", "setup.sh"), ("run_autograder", "run_autograder"))  # written with mode 0755
 EXECUTABLE = {Path(target) for target, _ in GRADESCOPE}
 
 STUDENT = Bundle(
-    files=("pyproject.toml", ".gitignore", "tests/conftest.py",
+    files=("pyproject.toml", ".gitignore", "tests/conftest.py", *CATALOGS,
            *(str(RECIPES / name) for _, name in (WORKFLOW, *GRADESCOPE))),
     packages=("exercises", "grader", "tests/public"),
     readme="docs/student-README.md",

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from rich.console import Console
 
+from grader import lang
 from grader.cli import grading, learning
 from grader.cli.parse import EXIT_GRADER_FAILED, build_parser
 from grader.host.limits import WorkerStartError
@@ -33,6 +34,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Console], int]] = {
 def main(argv: list[str] | None = None) -> int:
     """Run one `grader` command; returns its exit code (usage errors exit with 2 from here)."""
     args = build_parser().parse_args(argv)
+    lang.use(lang.choose(args.lang))
     return COMMANDS[args.command](args, Console(stderr=False, highlight=False))
 
 

@@ -11,6 +11,7 @@ from typing import NoReturn
 
 from grader.grade.reports import HIDDEN_VISIBILITY, VISIBILITIES
 from grader.grade.selection import kit_root
+from grader.lang import LANGUAGES
 from grader.text import clean
 
 EXIT_OK, EXIT_FAIL_UNDER, EXIT_USAGE, EXIT_GRADER_FAILED = 0, 1, 2, 3
@@ -141,4 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="folder or .zip with the exercise files (default: exercises/)")
     show.add_argument("--png", type=Path, default=None, metavar="PATH",
                       help='also write the heat-maps as a PNG image (needs pip install -e ".[plots]")')
+    for command in commands.choices.values():  # every command speaks the reader's language
+        command.add_argument("--lang", choices=LANGUAGES, default=None,
+                             help="language of what it prints: en or zh (default: GRADER_LANG, then the locale)")
     return parser

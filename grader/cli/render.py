@@ -17,6 +17,7 @@ from grader.curriculum import BY_ID
 from grader.grade.reports import GradeReport
 from grader.grade.scoring import WAITING, TestResult
 from grader.intake.submission import Submission
+from grader.lang import tr
 from grader.student.next_step import start_here
 from grader.text import clean
 
@@ -50,19 +51,26 @@ def marks_for(console: Console) -> Marks:
     return MARK_SETS[-1]
 
 
-def status_style(status: str, marks: Marks) -> str:
+def status_style(status: str, marks: Marks, blocked_by: tuple[str, ...] = ()) -> str:
     """An exercise's status as the score tables show it: a mark, then words (a word mark, PASS, only on tests)."""
 
     def mark(symbol: str) -> str:
         return f"{symbol} " if len(symbol) == 1 else ""
 
-    return {
-        "done": f"[green]{mark(marks.passed)}done[/]",
-        "failing": f"[red]{mark(marks.failed)}failing[/]",
-        "not started": f"[dim]{mark(marks.todo)}not started[/]",
-        "slow tests skipped": f"[yellow]{mark(marks.partial)}slow tests skipped[/]",
-        "not in this submission": f"[dim]{mark(marks.todo)}not in this submission[/]",
-    }.get(status, status)
+    if blocked_by:
+        blocked = tr("blocked by {names}", names=", ".join(blocked_by))
+        return f"[red]{mark(marks.failed)}{blocked}[/]"
+    styles = {
+        "done": ("green", marks.passed, tr("done")),
+        "failing": ("red", marks.failed, tr("failing")),
+        "not started": ("dim", marks.todo, tr("not started")),
+        "slow tests skipped": ("yellow", marks.partial, tr("slow tests skipped")),
+        "not in this submission": ("dim", marks.todo, tr("not in this submission")),
+    }
+    if status not in styles:
+        return status
+    style, symbol, words = styles[status]
+    return f"[{style}]{mark(symbol)}{words}[/]"
 
 
 # How scoring says that a structure test waits for the behaviour tests that confirm it (grade.scoring._confirmed).
@@ -105,24 +113,23 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False, file
     warn = Console(stderr=True, highlight=False, no_color=console.no_color)
     marks = marks_for(console)
     for warning in report.warnings:
-        warn.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+        warn.print("[yellow]" + tr("warning:") + f"[/] {escape(warning)}", soft_wrap=True)
     # The title above the table, not in it: a table's title wraps to the table's width, which breaks a long path.
     dot = marks.separator
-    say(console, f"[italic]{escape(report.submission)} {dot} {report.suite} tests {dot} {report.device}[/]")
+    suite = tr("{suite} tests", suite=report.suite)
+    say(console, f"[italic]{escape(report.submission)} {dot} {suite} {dot} {report.device}[/]")
     table = Table()
-    table.add_column("Exercise")
-    table.add_column("Tests", justify="right")
-    table.add_column("Points", justify="right")
-    table.add_column("Status")
+    table.add_column(tr("Exercise"))
+    table.add_column(tr("Tests"), justify="right")
+    table.add_column(tr("Points"), justify="right")
+    table.add_column(tr("Status"))
     for exercise in report.exercises:
-        status = status_style(exercise.status, marks)
-        if exercise.blocked_by:
-            status = status_style("failing", marks).replace("failing", f"blocked by {', '.join(exercise.blocked_by)}")
+        status = status_style(exercise.status, marks, exercise.blocked_by)
         table.add_row(exercise.id, "" if exercise.absent else f"{exercise.passed}/{exercise.counted}",
                       f"{points(exercise.score)}/{points(exercise.max_score)}", status)
     table.add_section()
     total = f"[bold]{points(report.score)}/{points(report.max_score)}[/]"
-    table.add_row("[bold]Total[/]", "", total, f"{report.percent:.0f}%")
+    table.add_row("[bold]" + tr("Total") + "[/]", "", total, f"{report.percent:.0f}%")
     console.print(table)
     unwritten = [e.id for e in report.exercises if e.status == "not started" and not e.blocked_by and not verbose]
     for exercise in report.exercises:
@@ -139,19 +146,24 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False, file
             name = f"{mark} [bold]{escape(_short(test.name))}[/] [dim]({exercise.id})[/]"
             waits = WAITS_FOR.search(test.message) if test.outcome == "failed" else None
             if waits:  # a structure test waiting for a behaviour test: that one says what is wrong
-                names = waits["names"]
-                say(console, f"{name} [dim]counts once {escape(names)} pass{'es' * (' and ' not in names)}[/]")
+                names = escape(waits["names"])
+                once = (tr("counts once {names} pass", names=names) if " and " in waits["names"]
+                        else tr("counts once {names} passes", names=names))
+                say(console, f"{name} [dim]{once}[/]")
                 continue
             say(console, name)
             for line in test.message.splitlines():
                 say(console, escape(line), indent=4)
             if same:
                 shown_names = ", ".join(_short(other.name) for other in same[:3]) + (", ..." if len(same) > 3 else "")
-                say(console, f"[dim]and {len(same)} more test{'s' * (len(same) > 1)} fail the same way: "
-                             f"{escape(shown_names)}[/]", indent=4)
+                more = (tr("and 1 more test fails the same way: {names}", names=escape(shown_names)) if len(same) == 1
+                        else tr("and {count} more tests fail the same way: {names}", count=len(same),
+                                names=escape(shown_names)))
+                say(console, f"[dim]{more}[/]", indent=4)
     if unwritten:
         say(console, f"[dim]{marks.todo} {escape(clean(start_here(unwritten, files), newlines=False))}[/]")
-    console.print(f"[dim]Graded in {report.duration_s:.1f} s, torch {report.torch}, sandbox: {report.sandbox}.[/]")
+    console.print("[dim]" + tr("Graded in {seconds} s, torch {torch}, sandbox: {sandbox}.",
+                               seconds=round(report.duration_s, 1), torch=report.torch, sandbox=report.sandbox) + "[/]")
 
 
 def render_summary(summary: ClassSummary, console: Console, out: Path) -> None:

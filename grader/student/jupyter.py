@@ -67,10 +67,12 @@ def this_notebook(namespace: dict[str, object] | None = None) -> Path | None:
 
 
 def check(*exercises: str, submission: str | os.PathLike[str] | None = None, suite: str | None = None,
-          quick: bool = False, verbose: bool = False, timeout: float | None = None,
+          quick: bool = False, verbose: bool = False, timeout: float | None = None, lang: str | None = None,
           more: tuple[str, ...] = ()) -> GradeReport:
-    """Grade like `grader check EXERCISES...`, show the result here, return the report."""
+    """Grade like `grader check EXERCISES...`, show the result here, return the report; `lang` is `--lang`
+    (default: GRADER_LANG, then the kernel's locale)."""
     arguments = ["check", *exercises]
+    arguments += ["--lang", lang] if lang else []
     arguments += ["--suite", suite] if suite else []
     arguments += ["--quick"] if quick else []
     arguments += ["-v"] if verbose else []

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from grader.curriculum import BY_ID, EXERCISES
 from grader.grade.scoring import ExerciseStatus
+from grader.lang import tr
 from grader.student import state
 
 if TYPE_CHECKING:
@@ -32,7 +33,8 @@ def next_exercise(submission: Path, *, saved: list[str]) -> str:
 def start_here(unwritten: list[str], submission: Submission | None = None) -> str:
     """The one next step for exercises not written yet (in curriculum order): the file of the first to open."""
     first, file = unwritten[0], BY_ID[unwritten[0]].file
-    open_it = f"open {submission.shown(file) if submission else f'exercises/{file}'}"
+    shown = submission.shown(file) if submission else f"exercises/{file}"
     if len(unwritten) == 1:
-        return f"{first}: not implemented yet — {open_it}"
-    return f"{len(unwritten)} exercises not implemented yet: start with {first}: {open_it}, then `grader check {first}`"
+        return tr("{exercise}: not implemented yet — open {file}", exercise=first, file=shown)
+    return tr("{count} exercises not implemented yet: start with {exercise}: open {file}, then `grader check "
+              "{exercise}`", count=len(unwritten), exercise=first, file=shown)
