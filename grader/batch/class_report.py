@@ -12,6 +12,7 @@ shown, never interpreted as HTML. Nothing in it depends on when the batch ran, s
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import importlib
 import io
@@ -21,7 +22,8 @@ from urllib.parse import quote
 
 from rich.console import Console
 
-from grader.batch.summary import CSV_STATUS, ClassSummary, diagnosed, excerpt
+from grader import __version__
+from grader.batch.summary import CSV_STATUS, ClassSummary, diagnosed, did_not_import, excerpt
 from grader.curriculum import BY_ID
 from grader.grade.reports import GradeReport, atomic_path
 from grader.grade.results import ExerciseResult, ExerciseStatus, TestOutcome
@@ -68,14 +70,17 @@ def feedback_text(result: Result) -> str:
     console = Console(file=io.StringIO(), width=100, color_system=None, force_terminal=False, soft_wrap=False)
     from grader.cli.render import render
 
-    render(GradeReport.from_json(dict(result.report)), console, verbose=False)
+    report = GradeReport.from_json(dict(result.report))
+    # Titled by the id, not the path it was graded from: a file that may be handed to the student names no folder
+    # of the instructor's.
+    render(dataclasses.replace(report, submission=result.id), console, verbose=False)
     return clean(console.file.getvalue())  # type: ignore[attr-defined]
 
 
 def page(results: list[Result], selection: Selection, summary: ClassSummary) -> str:
     """The whole report.html."""
-    sections = [_overview(summary), _charts(summary), _mistakes(summary), _hardest(summary),
-                _not_graded(summary), _students(results, selection)]
+    sections = [_overview(summary, selection), _charts(summary), _mistakes(summary), _imports(summary),
+                _hardest(summary), _not_graded(summary), _students(results, selection)]
     title = f"Class report: {summary.submissions} submissions"
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f'<meta http-equiv="Content-Security-Policy" content="{POLICY}">\n'
@@ -84,10 +89,11 @@ def page(results: list[Result], selection: Selection, summary: ClassSummary) -> 
             + "\n".join(section for section in sections if section) + "\n</body>\n</html>\n")
 
 
-def _overview(summary: ClassSummary) -> str:
+def _overview(summary: ClassSummary, selection: Selection) -> str:
     statuses = ", ".join(f"{n} {status}" for status, n in summary.statuses.items())
     tiers = ", ".join(f"{n} {tier}" for tier, n in sorted(summary.sandboxes.items()))
-    lines = [f"<p>{_e(statuses)} (sandbox: {_e(tiers)}).</p>"]
+    lines = [f"<p>{_e(statuses)} (sandbox: {_e(tiers)}).</p>",
+             f'<p class="note">Tests: {_e(selection.suite)} suite; attention-kit {_e(__version__)}.</p>']
     if summary.mean_score is None:
         lines.append('<p class="warn">No submission was graded: no class mean, charts or tests most students fail.</p>')
     else:
@@ -106,10 +112,16 @@ def _charts(summary: ClassSummary) -> str:
         charts = importlib.import_module("grader.batch.charts")  # ImportError without matplotlib
     except ImportError:
         return ('<h2 id="charts">Scores</h2>\n<p class="note">Charts need matplotlib: '
-                '<code>pip install "attention-kit[plots]"</code>. The tables below give the same numbers.</p>\n'
-                + _means_table(summary))
+                '<code>pip install -e ".[plots]"</code> in the kit\'s folder. The tables give the same numbers.</p>\n'
+                + _histogram_table(summary) + _means_table(summary))
     return ('<h2 id="charts">Scores</h2>\n<div class="charts">\n'
             f"{charts.histogram(summary)}\n{charts.means(summary)}\n</div>\n" + _means_table(summary))
+
+
+def _histogram_table(summary: ClassSummary) -> str:
+    rows = "".join(f"<tr><td>{row.from_percent}–{row.to_percent}%</td><td class=n>{row.count}</td></tr>"
+                   for row in summary.histogram)
+    return f'<table class="histogram"><tr><th>Score</th><th>Submissions</th></tr>{rows}</table>'
 
 
 def _means_table(summary: ClassSummary) -> str:
@@ -125,11 +137,24 @@ def _mistakes(summary: ClassSummary) -> str:
                        "is unique to it; the student release carries no catalogue).</p>")
     rows = []
     for mistake in summary.mistakes:
-        who = ", ".join(f'<a href="#{_anchor(i)}">{_e(i)}</a>' for i in mistake.ids)
+        who = _who(mistake.ids)
         rows.append(f"<tr><td class=n>{mistake.count}</td><td><strong>{_e(mistake.exercise)}</strong>: "
                     f"{_e(mistake.name)}<br><span class=note>{_e(mistake.explanation)}</span></td><td>{who}</td></tr>")
     return (head + f"<p class=note>Over the {summary.scored} graded submissions, the most frequent first.</p>\n"
             "<table><tr><th>Students</th><th>Mistake</th><th>Who</th></tr>" + "".join(rows) + "</table>")
+
+
+def _imports(summary: ClassSummary) -> str:
+    if not summary.did_not_import:
+        return ""
+    rows = "".join(
+        f"<tr><td class=n>{failure.count}</td><td><strong>{_e(failure.exercise)}</strong><br>"
+        f"<span class=note>{_e(failure.example)}</span></td><td>{_who(failure.ids)}</td></tr>"
+        for failure in summary.did_not_import)
+    return ('<h2 id="did-not-import">Files that did not import</h2>\n<p class=note>A syntax error or a missing name '
+            "stops every test of the exercise at its import, and every exercise built on it is blocked: one "
+            "slip, many points. These tests are left out of the list below.</p>\n"
+            f"<table><tr><th>Students</th><th>Exercise, and one failure</th><th>Who</th></tr>{rows}</table>")
 
 
 def _hardest(summary: ClassSummary) -> str:
@@ -138,9 +163,10 @@ def _hardest(summary: ClassSummary) -> str:
     rows = "".join(
         f"<tr><td>{_test_name(test.name)}</td><td class=n>{1 - test.pass_rate:.0%} ({test.failed})</td>"
         f"<td><pre>{_e(test.example)}</pre></td></tr>" for test in summary.hardest_tests)
-    return ('<h2 id="hardest">Tests most students fail</h2>\n<p class=note>Counted where the test judged the '
-            "exercise's own code: exercises blocked by a failing prerequisite, not started or not submitted are "
-            "left out. Failing: the share of those students, and how many.</p>\n"
+    return ('<h2 id="hardest">Tests most students fail</h2>\n<p class=note>The ten with the largest share failing, '
+            "counted where the test judged the exercise's own code: exercises blocked by a failing prerequisite, "
+            "not started, not submitted or that did not import are left out. Failing: the share of those "
+            "students, and how many.</p>\n"
             '<table class="hardest"><tr><th>Test</th><th>Failing</th><th>One failure\'s message</th></tr>'
             f"{rows}</table>")
 
@@ -205,6 +231,8 @@ def _score_cell(exercise: ExerciseResult | None) -> str:
         note = "blocked by " + ", ".join(exercise.blocked_by)
     elif exercise.status == ExerciseStatus.NOT_STARTED:
         note = "not started"
+    elif did_not_import(exercise):
+        note = "did not import"
     shown = f"<br><span class=note>{_e(note)}</span>" if note else ""
     return f"<td class=n>{_points(exercise.score)}{shown}</td>"
 
@@ -220,6 +248,11 @@ def _first_problem(exercises: dict[str, ExerciseResult]) -> str:
             first = failed.message.strip().splitlines()[0] if failed.message.strip() else "failed"
             return f"{exercise.id}: {excerpt(first, FIRST_PROBLEM_CHARACTERS)}"
     return ""
+
+
+def _who(ids: list[str]) -> str:
+    """Links to the students' rows."""
+    return ", ".join(f'<a href="#{_anchor(i)}">{_e(i)}</a>' for i in ids)
 
 
 def _anchor(submission_id: str) -> str:

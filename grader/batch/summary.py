@@ -68,6 +68,17 @@ class ClassMistake:
 
 
 @dataclass(frozen=True)
+class ImportFailure:
+    """An exercise file that did not import (a syntax error, a missing name) in some graded submissions: every test
+    of that exercise stopped there, so none of them says anything else about it."""
+
+    exercise: str
+    count: int
+    ids: list[str]
+    example: str  # the first line of one such failure
+
+
+@dataclass(frozen=True)
 class LimitHit:
     """A submission that was not graded or hit a limit (timeout, crash, memory), and the first reason given."""
 
@@ -95,6 +106,7 @@ class ClassSummary:
     hardest_tests: list[HardTest]  # over the graded submissions' tests: the others ran none
     limits: list[LimitHit]
     mistakes: list[ClassMistake]  # the diagnosed known mistakes, the most frequent first
+    did_not_import: list[ImportFailure]  # exercise files that did not import, the most frequent first
 
     def to_json(self) -> dict[str, object]:
         """summary.json's content: the fields in order, each as its JSON key."""
@@ -137,7 +149,31 @@ def summarise(results: list[Result], selection: Selection) -> ClassSummary:
         hardest_tests=_hardest_tests([r.report for r in results if r.ended == Status.GRADED]),
         limits=[hit for r in results if (hit := _limit_hit(r))],
         mistakes=_class_mistakes(results),
+        did_not_import=_import_failures(results),
     )
+
+
+def did_not_import(exercise: ExerciseResult) -> str:
+    """The first line of the failure where every test of `exercise` that ran stopped at importing a file; "" where
+    any got further (or none ran)."""
+    ran = [test for test in exercise.tests if test.outcome != TestOutcome.SKIPPED and test.max_points > 0]
+    if not ran or any(test.outcome != TestOutcome.ERROR for test in ran):
+        return ""
+    return ran[0].message.strip().splitlines()[0] if ran[0].message.strip() else ""
+
+
+def _import_failures(results: list[Result]) -> list[ImportFailure]:
+    who: dict[str, list[str]] = {}
+    example: dict[str, str] = {}
+    for result in results:
+        if result.ended != Status.GRADED:
+            continue
+        for exercise in _judged_exercises(result.report):
+            if line := did_not_import(exercise):
+                who.setdefault(exercise.id, []).append(result.id)
+                example.setdefault(exercise.id, excerpt(line))
+    ranked = sorted(who, key=lambda x: -len(who[x]))  # stable: curriculum order among equals
+    return [ImportFailure(x, len(who[x]), who[x], example[x]) for x in ranked]
 
 
 def diagnosed(report: ReportJSON) -> list[tuple[str, str]]:
@@ -178,7 +214,8 @@ def _histogram(scores: list[float], maximum: float) -> list[ScoreBin]:
 def _hardest_tests(reports: list[ReportJSON]) -> list[HardTest]:
     """The ten tests with the lowest pass rate, of those some submission failed, counted where each judged the
     exercise's own code: an exercise blocked by a failing prerequisite, not started (a stub) or not in the
-    submission says nothing of the test, only of what came before it."""
+    submission says nothing of the test, only of what came before it; nor does a test that errored because its
+    file did not import (those are counted apart, `did_not_import`)."""
     passed: Counter[str] = Counter()
     seen: Counter[str] = Counter()
     exercise_of: dict[str, str] = {}
@@ -186,7 +223,8 @@ def _hardest_tests(reports: list[ReportJSON]) -> list[HardTest]:
     for report in reports:
         for exercise in _judged_exercises(report):
             for test in exercise.tests:
-                if test.outcome == TestOutcome.SKIPPED or test.max_points <= 0:
+                # A test that errored never got to check anything (its file did not import): `did_not_import`.
+                if test.outcome in (TestOutcome.SKIPPED, TestOutcome.ERROR) or test.max_points <= 0:
                     continue
                 name = f"{exercise.id}: {test.name}"
                 exercise_of[name] = exercise.id

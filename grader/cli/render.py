@@ -219,13 +219,21 @@ def _render_statistics(summary: ClassSummary, console: Console) -> None:
         hardest = Table(title="Tests most students fail (where they judged the exercise's own code)",
                         title_justify="left")
         hardest.add_column("Test", overflow="fold")  # in full, never cut mid-word
-        hardest.add_column("Pass rate", justify="right")
+        hardest.add_column("Failing", justify="right")
         for test in summary.hardest_tests:
             exercise, _, name = test.name.partition(": ")
             suite = name.split("/", 1)[0] if "/" in name.split("::", 1)[0] else ""
             shown = f"{exercise}: {name.rpartition('::')[2]}" + (f" ({suite})" if suite else "")
-            hardest.add_row(escape(clean(shown, newlines=False)), f"{test.pass_rate:.0%}")
+            hardest.add_row(escape(clean(shown, newlines=False)), f"{1 - test.pass_rate:.0%} ({test.failed})")
         console.print(hardest)
+    if summary.did_not_import:
+        imports = Table(title="Files that did not import (every test of the exercise stopped there)",
+                        title_justify="left")
+        imports.add_column("Exercise", overflow="fold")
+        imports.add_column("Students", justify="right")
+        for failure in summary.did_not_import:
+            imports.add_row(escape(f"{failure.exercise}: {failure.example}"), str(failure.count))
+        console.print(imports)
     if summary.mistakes:
         mistakes = Table(title="Known mistakes the class makes", title_justify="left")
         mistakes.add_column("Mistake", overflow="fold")

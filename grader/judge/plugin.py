@@ -51,7 +51,9 @@ DIAGNOSIS_CALL_TIMEOUT_S = 5.0  # the scenario's calls are small; a slow one mea
 QUICK_SKIP = "skipped by --quick: run without --quick to earn these points"
 # Errors that say what is wrong with the code itself, whatever a test was checking: a name that is not defined, an
 # import that fails. A test's hint, about the symptom it looks for, would point away from them.
-_CODE_ERROR = re.compile(r"\braised (?:NameError|UnboundLocalError|ImportError|ModuleNotFoundError): ")
+# An error that names its own cause: a name or import error in a call, or a file that does not import at all.
+_CODE_ERROR = re.compile(r"\braised (?:NameError|UnboundLocalError|ImportError|ModuleNotFoundError): "
+                         r"|(?:^|\bin )importing \w+\.py failed: ")
 # "SyntaxError: expected ':' (attention.py, line 3) (attention.py, line 3: def ...)": Python's own location, then ours.
 _LOCATED_TWICE = re.compile(r" \(([^()\s]+), line (\d+)\)(?= \(\1, line \2[:)])")
 # What pytest-json-report stores with a test, for `scoring`: plain JSON values by key.

@@ -48,13 +48,17 @@ def selection():
 
 @pytest.fixture
 def the_class() -> list[Result]:
-    """Four students: two with the same known mistake, one unfinished (masking a stub), one refused."""
+    """Five students: two with the same known mistake, one unfinished (masking a stub), one whose masking.py does
+    not import, one refused."""
     right = {"test_a": PASS, "test_b": PASS}
     mistaken = exercise("attention", {"test_a": PASS, "test_b": FAIL}, message=HOSTILE,
                         diagnosed=["mask_after_softmax"])
     stub = exercise("masking", {"test_a": FAIL, "test_b": FAIL}, message="masking is not implemented yet")
+    broken = exercise("masking", {"test_a": Outcome.ERROR, "test_b": Outcome.ERROR},
+                      message="importing masking.py failed: SyntaxError: '(' was never closed (masking.py, line 3)")
     return [
         graded("ann", mistaken, exercise("masking", right)),
+        graded("eve", exercise("attention", right), broken),
         graded("ben", mistaken, exercise("masking", {"test_a": FAIL, "test_b": FAIL}, blocked_by=["attention"])),
         graded("cai", exercise("attention", right), stub),
         Result("dot", Status.REFUSED, {"status": "refused", "warnings": ["the zip holds an unsafe path ../x"]}),
@@ -72,11 +76,14 @@ def test_mistakes_are_ranked_with_who_made_them_and_the_catalogues_explanation(t
 def test_tests_most_students_fail_leave_out_blocked_and_unstarted_exercises(the_class):
     summary = summarise(the_class, selection())
     names = {test.name: test for test in summary.hardest_tests}
-    # ben's masking is blocked by attention, cai's is a stub: neither says anything of masking's tests.
+    # ben's masking is blocked by attention, cai's is a stub, eve's did not import: none says anything of masking's
+    # tests; eve's is counted apart, as a file that did not import.
     assert not any(name.startswith("masking:") for name in names), names
     failing = names["attention: hidden/test_attention.py::test_b"]
-    assert (failing.failed, failing.pass_rate, failing.exercise) == (2, 0.3333, "attention")
+    assert (failing.failed, failing.pass_rate, failing.exercise) == (2, 0.5, "attention")
     assert failing.example == HOSTILE  # kept as text; escaped where it is shown
+    (failure,) = summary.did_not_import
+    assert (failure.exercise, failure.ids) == ("masking", ["eve"]) and "SyntaxError" in failure.example
 
 
 def test_grades_csv_names_each_students_mistakes_in_its_last_column(the_class, tmp_path):
@@ -84,7 +91,8 @@ def test_grades_csv_names_each_students_mistakes_in_its_last_column(the_class, t
     rows = list(csv.reader((tmp_path / "grades.csv").open()))
     assert rows[0] == ["id", "status", "sandbox", "attention", "masking", "total", "mistakes"]
     assert {row[0]: row[-1] for row in rows[1:]} == {"ann": "attention/mask_after_softmax",
-                                                     "ben": "attention/mask_after_softmax", "cai": "", "dot": ""}
+                                                     "ben": "attention/mask_after_softmax", "cai": "", "dot": "",
+                                                     "eve": ""}
 
 
 def test_the_page_shows_every_section_and_a_submissions_text_only_as_text(the_class, tmp_path):
@@ -94,7 +102,7 @@ def test_the_page_shows_every_section_and_a_submissions_text_only_as_text(the_cl
     assert HOSTILE not in page and html.escape(HOSTILE) in page  # shown, never run
     assert "<script" not in page.replace(html.escape("<script"), "")
     assert "default-src 'none'" in page  # nothing loaded from anywhere, even by a mistake of ours
-    for heading in ("Scores", "Known mistakes the class makes", "Tests most students fail",
+    for heading in ("Scores", "Known mistakes the class makes", "Files that did not import", "Tests most students fail",
                     "Not graded, or stopped by a limit", "Students"):
         assert f">{heading}</h2>" in page, heading
     assert page.count("<svg") == 2, "the score histogram and the means per exercise"
@@ -102,9 +110,12 @@ def test_the_page_shows_every_section_and_a_submissions_text_only_as_text(the_cl
     assert "blocked by attention" in row and "attention: mask_after_softmax" in row and 'href="feedback/ben.txt"' in row
     assert f"first problem: <code>attention: {html.escape(HOSTILE)}</code>" in row  # the exercise that fails on its own
     assert "the zip holds an unsafe path" in page
+    assert "did not import" in re.search(r'<tr id="s-eve".*?</tr>', page).group(0)
+    assert "Tests: all suite; attention-kit" in page
     # The link's target: what `grader check` prints for that submission, or why it was not graded.
     assert "mask_after_softmax" not in (tmp_path / "feedback" / "cai.txt").read_text()
-    assert "✘ test_b (attention)" in (tmp_path / "feedback" / "ann.txt").read_text()
+    ann = (tmp_path / "feedback" / "ann.txt").read_text()
+    assert "✘ test_b (attention)" in ann and ann.startswith("ann ")  # titled by the id, no instructor's path
     assert "refused, not graded: the zip holds an unsafe path" in (tmp_path / "feedback" / "dot.txt").read_text()
     # The same class gives the same page: nothing in it says when it was written.
     class_report.write(the_class, selection(), summary, tmp_path)
@@ -117,8 +128,8 @@ def test_without_matplotlib_the_page_says_how_to_get_the_charts(the_class, tmp_p
     monkeypatch.setitem(sys.modules, "grader.batch.charts", None)  # what an install without matplotlib gives
     class_report.write(the_class, selection(), summarise(the_class, selection()), tmp_path)
     page = (tmp_path / "report.html").read_text()
-    assert "<svg" not in page and 'pip install "attention-kit[plots]"' in page
-    assert "Mean" in page and "attention" in page  # the numbers are still there, as a table
+    assert "<svg" not in page and 'pip install -e ".[plots]"' in page
+    assert '<table class="histogram">' in page and '<table class="means">' in page  # the same numbers, as tables
 
 
 def test_an_empty_class_or_one_with_nobody_graded_still_gets_a_page(tmp_path):

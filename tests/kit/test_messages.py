@@ -154,6 +154,8 @@ def test_a_syntax_error_names_its_location_once(grader_cli, tmp_path: Path):
     assert run.returncode == 0, run.describe()
     for test in run.lost_tests("attention"):
         assert "SyntaxError" in test["message"] and test["message"].count("line 4") == 1, test["message"]
+        # The error names its own cause: no test's hint about another one (dropout, masks) rides along.
+        assert "Hint:" not in test["message"], test["message"]
 
 
 def test_an_undefined_name_is_shown_once_without_hints_about_other_causes(grader_cli, tmp_path: Path):
