@@ -95,11 +95,16 @@ def catalogue_runs(selected_params, warm_grader, tmp_path_factory) -> dict[tuple
 
 
 def _without_the_capstone(variant: Variant) -> bool:
-    """A correct variant of an exercise the Transformer builds on is graded with --quick, which leaves out the one
-    slow test, the capstone's training: the Transformer's other tests hold its forward pass and every gradient to
-    the float64 golden within float32's rounding, so it trains as the reference does. The capstone is graded for
-    the reference, the Transformer's own variants and every mistake."""
-    return _key(variant) in CORRECT and variant.exercise != "transformer"
+    """Graded with --quick, which leaves out the one slow test, the capstone's training:
+
+    - a correct variant of an exercise the Transformer builds on: the Transformer's other tests hold its forward
+      pass and every gradient to the float64 golden within float32's rounding, so it trains as the reference does;
+    - a mistake: what is checked is that it loses points in tests that ran and says why (the skipped capstone
+      counts as lost in a --quick run, so `_diagnoses_of_a_lost_exercise` asks for a test that failed); a mistake
+      only the capstone could catch would fail there, and need the capstone graded.
+
+    The capstone is graded for the reference and the Transformer's own correct variants, which must clear it."""
+    return variant.exercise != "transformer" or _key(variant) not in CORRECT
 
 
 @pytest.fixture
@@ -153,5 +158,7 @@ def _diagnoses_of_a_lost_exercise(run, variant: Variant) -> list[str]:
     result = run.exercise(exercise)
     assert result["score"] < result["max_score"], f"full marks for a mistake: {_docstring(variant)}"
     lost = run.lost_tests(exercise)
+    assert any(t["outcome"] in ("failed", "error") for t in lost), (
+        f"only the tests a --quick run skips were lost: {_docstring(variant)}\n{run.feedback(exercise)}")
     assert all(t["message"].strip() for t in lost), f"a lost test says nothing:\n{run.feedback(exercise)}"
     return [line for t in lost for line in t["message"].splitlines() if line.startswith("Diagnosis: ")]
