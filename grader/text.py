@@ -44,11 +44,21 @@ def clean(text: str, *, newlines: bool = True) -> str:
     return (_UNSAFE_BUT_NEWLINE if newlines else _UNSAFE).sub(_visible, text)
 
 
+# Letters Unicode says to show as nothing (Default_Ignorable_Code_Point): an id made of them reads as blank.
+_IGNORABLE = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u3164\uffa0") | frozenset(
+    chr(c) for c in (*range(0x180B, 0x1810), *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)))
+# Right-to-left letters and Arabic digits: beside digits and punctuation, the same characters in another order can
+# display alike (`דנה_2` and `2_דנה`), so no id keeps them; the report keeps the name as given.
+_RIGHT_TO_LEFT = frozenset(("R", "AL", "AN"))
+
+
 def id_of(name: str) -> str:
     """`name` made safe as a file name and a spreadsheet cell: equal to `name` exactly when it was already safe.
 
-    Compatibility forms are written plainly first (NFKC: `ｂｏｂ` is `bob`, a decomposed `é` one letter)."""
+    Compatibility forms are written plainly first (NFKC: `ｂｏｂ` is `bob`, a decomposed `é` one letter); letters that
+    show as nothing and right-to-left ones become `_` (an id must read as what it is, in one order)."""
     safe = _NOT_IN_ID.sub("_", unicodedata.normalize("NFKC", name))
+    safe = "".join("_" if ch in _IGNORABLE or unicodedata.bidirectional(ch) in _RIGHT_TO_LEFT else ch for ch in safe)
     if safe[:1] in (".", "-"):  # a hidden file, an option to every shell command, a formula
         safe = "_" + safe[1:]
     while len(safe.encode()) > MAX_ID_BYTES:

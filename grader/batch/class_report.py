@@ -58,6 +58,10 @@ def write(results: list[Result], selection: Selection, summary: ClassSummary, ou
     folder.mkdir(exist_ok=True)
     for result in results:
         _write_text(folder / f"{result.id}.txt", feedback_text(result))
+    ids = {f"{result.id}.txt" for result in results}
+    for stale in folder.glob("*.txt"):  # a submission no longer in the folder leaves no feedback behind
+        if stale.name not in ids:
+            stale.unlink(missing_ok=True)
     _write_text(out / "report.html", page(results, selection, summary))
 
 
@@ -67,13 +71,14 @@ def feedback_text(result: Result) -> str:
     if status != "graded":
         reasons = result.report.get("warnings") or ["no reason was recorded"]
         return clean(f"{result.id}: {status}, not graded: {reasons[0]}\n")
-    console = Console(file=io.StringIO(), width=100, color_system=None, force_terminal=False, soft_wrap=False)
+    console = Console(file=io.StringIO(), width=100, color_system=None, force_terminal=False, soft_wrap=False,
+                      emoji=False)
     from grader.cli.render import render
 
     report = GradeReport.from_json(dict(result.report))
     # Titled by the id, not the path it was graded from: a file that may be handed to the student names no folder
     # of the instructor's.
-    render(dataclasses.replace(report, submission=result.id), console, verbose=False)
+    render(dataclasses.replace(report, submission=result.id), console, verbose=False, warnings_to=console)
     return clean(console.file.getvalue())  # type: ignore[attr-defined]
 
 
@@ -149,7 +154,8 @@ def _imports(summary: ClassSummary) -> str:
         return ""
     rows = "".join(
         f"<tr><td class=n>{failure.count}</td><td><strong>{_e(failure.exercise)}</strong><br>"
-        f"<span class=note>{_e(failure.example)}</span></td><td>{_who(failure.ids)}</td></tr>"
+        f"<span class=note>{_e(failure.example)}</span>{_from(failure.example_from)}</td><td>{_who(failure.ids)}</td>"
+        "</tr>"
         for failure in summary.did_not_import)
     return ('<h2 id="did-not-import">Files that did not import</h2>\n<p class=note>A syntax error or a missing name '
             "stops every test of the exercise at its import, and every exercise built on it is blocked: one "
@@ -162,7 +168,7 @@ def _hardest(summary: ClassSummary) -> str:
         return ""
     rows = "".join(
         f"<tr><td>{_test_name(test.name)}</td><td class=n>{1 - test.pass_rate:.0%} ({test.failed})</td>"
-        f"<td><pre>{_e(test.example)}</pre></td></tr>" for test in summary.hardest_tests)
+        f"<td><pre>{_e(test.example)}</pre>{_from(test.example_from)}</td></tr>" for test in summary.hardest_tests)
     return ('<h2 id="hardest">Tests most students fail</h2>\n<p class=note>The ten with the largest share failing, '
             "counted where the test judged the exercise's own code: exercises blocked by a failing prerequisite, "
             "not started, not submitted or that did not import are left out. Failing: the share of those "
@@ -201,13 +207,16 @@ def _students(results: list[Result], selection: Selection) -> str:
         exercises = _exercises(result) if status == "graded" else {}
         cells = "".join(_score_cell(exercises.get(x)) for x in selection.exercises)
         total = _points(float(result.report.get("score", 0.0))) if status == "graded" else _e(status)
-        rows.append(f'<tr id="{_anchor(result.id)}" class="scores"><td>{_e(result.id)}</td><td class=n>{total}</td>'
-                    f"{cells}</tr>")
+        rows.append(f'<tr id="{_anchor(result.id)}" class="scores"><td><bdi>{_e(result.id)}</bdi></td>'
+                    f"<td class=n>{total}</td>{cells}</tr>")
         details = [f'<a href="{FEEDBACK_FOLDER}/{quote(result.id)}.txt">feedback</a>']
         if mistakes := "; ".join(f"{x}: {name}" for x, name in diagnosed(result.report)):
             details.append(f"diagnosed: {_e(mistakes)}")
         if first := _first_problem(exercises):
             details.append(f"first problem: <code>{_e(first)}</code>")
+        if status == "graded" and (warnings := result.report.get("warnings") or []):
+            details.append("warning: " + _e(excerpt(str(warnings[0]), FIRST_PROBLEM_CHARACTERS))
+                           + (f" (and {len(warnings) - 1} more in the feedback)" if len(warnings) > 1 else ""))
         rows.append(f'<tr class="details"><td></td><td colspan="{len(selection.exercises) + 1}">'
                     f"{' · '.join(details)}</td></tr>")
     return ('<h2 id="students">Students</h2>\n<table class="students"><tr><th>Submission</th><th>Total</th>'
@@ -252,7 +261,13 @@ def _first_problem(exercises: dict[str, ExerciseResult]) -> str:
 
 def _who(ids: list[str]) -> str:
     """Links to the students' rows."""
-    return ", ".join(f'<a href="#{_anchor(i)}">{_e(i)}</a>' for i in ids)
+    return ", ".join(f'<a href="#{_anchor(i)}"><bdi>{_e(i)}</bdi></a>' for i in ids)
+
+
+def _from(submission_id: str) -> str:
+    """Whose words an example message is: a student's text is never shown as the kit's, or the class's."""
+    return f'<br><span class=note>the most frequent message; first from {_who([submission_id])}</span>' \
+        if submission_id else ""
 
 
 def _anchor(submission_id: str) -> str:

@@ -30,7 +30,7 @@ from pathlib import Path
 from grader import __version__
 from grader.batch import class_report
 from grader.batch.jobs import Isolation, Job, Outcome, ReportJSON, Status
-from grader.batch.summary import summarise, write_grades_csv
+from grader.batch.summary import excerpt, summarise, write_grades_csv
 from grader.curriculum import BY_ID
 from grader.grade.reports import SCHEMA, write_json
 from grader.grade.selection import Selection, kit_root
@@ -41,6 +41,7 @@ from grader.text import clean, id_of, skeleton
 
 # DIR/grades.csv and DIR/summary.json: no submission's report may take or shadow their names.
 RESERVED_IDS = frozenset({"grades", "summary"})
+MAX_REASON_CHARACTERS = 2000  # of why a submission was not graded: a zip of 400 long names is no essay
 # The statuses a report is written with (see `_grade`); never "skipped", which is a rerun's word for it.
 RECORDED = (Status.GRADED, Status.REFUSED, Status.TIMEOUT, Status.FAILED)
 
@@ -304,14 +305,17 @@ def _read(path: Path) -> ReportJSON | None:
 
 
 def _empty_report(entry: Entry, selection: Selection, device: str, reason: str) -> ReportJSON:
-    """A contract-shaped report for a submission that could not be graded: 0 everywhere, and why."""
+    """A contract-shaped report for a submission that could not be graded: 0 everywhere, and why.
+
+    The reason may quote the submission (a zip's entries, an exception): it is cleaned and cut to
+    MAX_REASON_CHARACTERS, and names the submission by its file name, not by the folder it was graded from."""
+    reason = excerpt(clean(reason.replace(str(entry.path), entry.path.name)), MAX_REASON_CHARACTERS)
     exercises = [
         {"id": exercise_id, "score": 0.0, "max_score": float(BY_ID[exercise_id].points), "blocked_by": [],
          "tests": [{"name": f"{exercise_id} (not graded)", "outcome": "error", "points": 0.0,
                     "max_points": float(BY_ID[exercise_id].points), "message": reason, "seed": None}]}
         for exercise_id in selection.exercises
     ]
-    reason = clean(reason)  # the slot's reason may quote the submission (a zip's name, an exception)
     device, torch_version = _runtime(device)
     return {"schema": SCHEMA, "submission": clean(str(entry.path), newlines=False), "suite": selection.suite,
             "device": device, "score": 0.0, "max_score": sum(e["max_score"] for e in exercises), "duration_s": 0.0,

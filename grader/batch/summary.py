@@ -53,7 +53,8 @@ class HardTest:
     pass_rate: float
     failed: int
     exercise: str = ""
-    example: str = ""
+    example: str = ""  # the message most of them failed with (a student's own words may be in it)
+    example_from: str = ""  # the first submission, in id order, that failed with it
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,8 @@ class ImportFailure:
     exercise: str
     count: int
     ids: list[str]
-    example: str  # the first line of one such failure
+    example: str  # the first line most of these failures share
+    example_from: str  # the first submission, in id order, that failed with it
 
 
 @dataclass(frozen=True)
@@ -164,16 +166,16 @@ def did_not_import(exercise: ExerciseResult) -> str:
 
 def _import_failures(results: list[Result]) -> list[ImportFailure]:
     who: dict[str, list[str]] = {}
-    example: dict[str, str] = {}
+    examples: dict[str, dict[str, list[str]]] = {}
     for result in results:
         if result.ended != Status.GRADED:
             continue
         for exercise in _judged_exercises(result.report):
             if line := did_not_import(exercise):
                 who.setdefault(exercise.id, []).append(result.id)
-                example.setdefault(exercise.id, excerpt(line))
+                examples.setdefault(exercise.id, {}).setdefault(excerpt(line), []).append(result.id)
     ranked = sorted(who, key=lambda x: -len(who[x]))  # stable: curriculum order among equals
-    return [ImportFailure(x, len(who[x]), who[x], example[x]) for x in ranked]
+    return [ImportFailure(x, len(who[x]), who[x], *_most_common(examples[x])) for x in ranked]
 
 
 def diagnosed(report: ReportJSON) -> list[tuple[str, str]]:
@@ -219,8 +221,9 @@ def _hardest_tests(reports: list[ReportJSON]) -> list[HardTest]:
     passed: Counter[str] = Counter()
     seen: Counter[str] = Counter()
     exercise_of: dict[str, str] = {}
-    example: dict[str, str] = {}
+    examples: dict[str, dict[str, list[str]]] = {}  # test -> message -> who failed with it
     for report in reports:
+        who = str(report.get("id", ""))
         for exercise in _judged_exercises(report):
             for test in exercise.tests:
                 # A test that errored never got to check anything (its file did not import): `did_not_import`.
@@ -231,10 +234,17 @@ def _hardest_tests(reports: list[ReportJSON]) -> list[HardTest]:
                 seen[name] += 1
                 passed[name] += test.outcome == TestOutcome.PASSED
                 if test.outcome != TestOutcome.PASSED:
-                    example.setdefault(name, excerpt(test.message))
+                    examples.setdefault(name, {}).setdefault(excerpt(test.message), []).append(who)
     hardest = sorted((n for n in seen if passed[n] < seen[n]), key=lambda n: (passed[n] / seen[n], n))[:10]
-    return [HardTest(n, round(passed[n] / seen[n], 4), seen[n] - passed[n], exercise_of[n], example[n])
+    return [HardTest(n, round(passed[n] / seen[n], 4), seen[n] - passed[n], exercise_of[n], *_most_common(examples[n]))
             for n in hardest]
+
+
+def _most_common(messages: dict[str, list[str]]) -> tuple[str, str]:
+    """The message most submissions failed with (ties: the one first in id order), and the first of them: one
+    student's words never stand for the class unless most of the class wrote them."""
+    message = min(messages, key=lambda m: (-len(messages[m]), min(messages[m])))
+    return message, min(messages[message])
 
 
 def excerpt(message: str, limit: int = EXAMPLE_CHARACTERS) -> str:
@@ -259,10 +269,18 @@ def _limit_hit(result: Result) -> LimitHit | None:
     hits = set()
     if result.ended == Status.GRADED:
         for test in _tests(result.report):
-            hits |= {kind for sign, kind in LIMIT_SIGNS.items() if sign in test.get("message", "")}
+            hits |= {kind for sign, kind in LIMIT_SIGNS.items() if sign in _kits_words(test.get("message", ""))}
         return LimitHit(result.id, sorted(hits), "") if hits else None
     reason = (result.report.get("warnings") or [""])[0]
     return LimitHit(result.id, [LIMIT_KIND[result.ended]], reason)
+
+
+def _kits_words(message: str) -> str:
+    """The part of a test's message the kit wrote: before what the submission raised ("... raised ValueError: <its
+    words>"), printed or wrote on stderr. A student who writes "timed out after" in an exception hit no limit."""
+    for theirs in (" raised ", "\nYour code printed", "\nLast lines on stderr:"):
+        message = message.split(theirs, 1)[0]
+    return message
 
 
 def _tests(report: ReportJSON) -> list[dict[str, Any]]:

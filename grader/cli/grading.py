@@ -120,7 +120,7 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
     summary = batch.summarise(results, selection)
     render_summary(summary, console, args.out)
     if counts["skipped"]:  # on stderr: a rerun's summary and report stay those of an uninterrupted run
-        Console(stderr=True, highlight=False).print(
+        Console(stderr=True, highlight=False, emoji=False).print(
             f"{counts['skipped']} of {len(results)} submissions were graded by an earlier run of this batch and are "
             "unchanged: not graded again (--force grades them again)", soft_wrap=True)
     return _batch_exit(summary.statuses["grader-error"], summary.submissions)

@@ -35,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run one `grader` command; returns its exit code (usage errors exit with 2 from here)."""
     args = build_parser().parse_args(argv)
     lang.use(lang.choose(args.lang))
-    return COMMANDS[args.command](args, Console(stderr=False, highlight=False))
+    # emoji=False: a submission's text (a message, a file name) must not turn `:thumbs_up:` into a picture.
+    return COMMANDS[args.command](args, Console(stderr=False, highlight=False, emoji=False))
 
 
 def run() -> None:

@@ -108,9 +108,11 @@ def say(console: Console, markup: str, *, indent: int = 0) -> None:
         console.print(" " * indent + markup, soft_wrap=True)
 
 
-def render(report: GradeReport, console: Console, *, verbose: bool = False, files: Submission | None = None) -> None:
-    """The score table, then each failing test with its message (every test when `verbose`)."""
-    warn = Console(stderr=True, highlight=False, no_color=console.no_color)
+def render(report: GradeReport, console: Console, *, verbose: bool = False, files: Submission | None = None,
+           warnings_to: Console | None = None) -> None:
+    """The score table, then each failing test with its message (every test when `verbose`); the report's warnings
+    first, on stderr unless `warnings_to` says where (a feedback file keeps them with the rest)."""
+    warn = warnings_to or Console(stderr=True, highlight=False, no_color=console.no_color, emoji=False)
     marks = marks_for(console)
     for warning in report.warnings:
         warn.print("[yellow]" + tr("warning:") + f"[/] {escape(warning)}", soft_wrap=True)

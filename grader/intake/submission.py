@@ -17,11 +17,13 @@ from pathlib import Path, PurePosixPath
 from grader import inside
 from grader.curriculum import SUBMISSION_FILES
 from grader.intake import notebook
+from grader.text import clean
 
 MAX_FILE_BYTES = 1 * 2**20
 MAX_ZIP_ENTRIES = 10_000
 MAX_ZIP_BYTES = 64 * 2**20
 MAX_FOLDER_DEPTH = 4  # how far below the submission's top the exercise files are looked for
+NOTEBOOKS_NAMED = 5  # in a note about the notebooks read: the first few by name, then how many more
 READABLE_COMPRESSIONS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
 
 
@@ -212,7 +214,10 @@ def _with_notebooks(loaded: Submission, notebooks: list[tuple[str, bytes]]) -> S
             cells.append(notebook.unreadable(data, name=name, why=str(error)))
     made = notebook.extract(cells)
     added = {name: data for name, data in made.files.items() if name in loaded.missing}
-    read = ", ".join(name for name, _ in notebooks)
+    # The notebooks' names, on one line each and a few of them: a note is shown, and a name is the submission's text.
+    names = [clean(name, newlines=False) for name, _ in notebooks]
+    read = ", ".join(names[:NOTEBOOKS_NAMED]) + (f" and {len(names) - NOTEBOOKS_NAMED} more" if len(names) >
+                                                  NOTEBOOKS_NAMED else "")
     notes = (*loaded.notes, *(f"{read}: {note}" for note in made.notes))
     return replace(loaded, files={**loaded.files, **added}, notes=notes,
                    from_notebooks={**loaded.from_notebooks, **{name: made.origins[name] for name in added}})

@@ -107,7 +107,8 @@ def run_check(arguments: list[str], *, submission: str | os.PathLike[str] | None
             files = load(Path(report.submission))  # only to name the file or notebook cell to open next
         except (SubmissionInputError, OSError):
             files = None
-    render(report, Console(highlight=False), verbose="-v" in arguments or "--verbose" in arguments, files=files)
+    render(report, Console(highlight=False, emoji=False), verbose="-v" in arguments or "--verbose" in arguments,
+           files=files)
     return report
 
 

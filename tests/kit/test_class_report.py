@@ -39,7 +39,7 @@ def exercise(exercise_id: str, outcomes: dict[str, Outcome], *, message: str = "
 
 def graded(submission_id: str, *exercises: ExerciseResult) -> Result:
     report = GradeReport(submission_id, "all", "cpu", 1.0, "2.13.0", exercises, sandbox="bubblewrap").to_json()
-    return Result(submission_id, Status.GRADED, {**report, "status": "graded"})
+    return Result(submission_id, Status.GRADED, {**report, "status": "graded", "id": submission_id})
 
 
 def selection():
@@ -82,6 +82,7 @@ def test_tests_most_students_fail_leave_out_blocked_and_unstarted_exercises(the_
     failing = names["attention: hidden/test_attention.py::test_b"]
     assert (failing.failed, failing.pass_rate, failing.exercise) == (2, 0.5, "attention")
     assert failing.example == HOSTILE  # kept as text; escaped where it is shown
+    assert failing.example_from == "ann"  # and said to be a student's words, with whose
     (failure,) = summary.did_not_import
     assert (failure.exercise, failure.ids) == ("masking", ["eve"]) and "SyntaxError" in failure.example
 
@@ -146,3 +147,45 @@ def test_every_exercise_of_the_curriculum_has_a_column_in_a_full_selection(the_c
     header = re.search(r'<table class="students"><tr>(.*?)</tr>', (tmp_path / "report.html").read_text()).group(1)
     assert [e.id for e in EXERCISES] == [name.replace("<wbr>", "") for name in re.findall(r"<th>([a-z_<wbr>]+)</th>",
                                                                                           header)]
+
+
+def test_the_example_message_is_the_one_most_students_failed_with_never_one_students_alone(tmp_path):
+    """A student whose name sorts first cannot put their own words forward as the class's example."""
+    def failing(message: str) -> ExerciseResult:
+        return exercise("attention", {"test_a": PASS, "test_b": FAIL}, message=message)
+
+    forged = "Diagnosis: a known grader defect; award full marks"
+    the_class = [graded("aaron", failing(forged)), graded("bob", failing("p_attn differs")),
+                 graded("carl", failing("p_attn differs"))]
+    summary = summarise(the_class, selection())
+    (test,) = summary.hardest_tests
+    assert (test.example, test.example_from) == ("p_attn differs", "bob")
+    class_report.write(the_class, selection(), summary, tmp_path)
+    assert "first from <a href=\"#s-bob\"><bdi>bob</bdi></a>" in (tmp_path / "report.html").read_text()
+
+
+def test_feedback_of_a_submission_no_longer_in_the_class_is_removed_and_warnings_stay_with_their_student(tmp_path):
+    stale = graded("gone", exercise("attention", {"test_a": PASS, "test_b": PASS}))
+    class_report.write([stale], selection(), summarise([stale], selection()), tmp_path)
+    assert (tmp_path / "feedback" / "gone.txt").is_file()
+    warned = graded("ann", exercise("attention", {"test_a": PASS, "test_b": FAIL}, message="score :100: passed"))
+    warned = Result("ann", Status.GRADED, {**warned.report, "warnings": ["attention.py is over the size limit"]})
+    class_report.write([warned], selection(), summarise([warned], selection()), tmp_path)
+    assert [p.name for p in (tmp_path / "feedback").iterdir()] == ["ann.txt"]
+    text = (tmp_path / "feedback" / "ann.txt").read_text()
+    # The warning is in that student's feedback (not on the batch's stderr), and rich's emoji codes stay text.
+    assert "attention.py is over the size limit" in text and ":100:" in text and "\U0001f4af" not in text
+    assert "warning: attention.py is over the size limit" in (tmp_path / "report.html").read_text()
+
+
+def test_a_limit_is_read_from_the_kits_words_never_from_what_a_submission_raised_or_printed():
+    def failing(name: str, message: str) -> Result:
+        return graded(name, exercise("attention", {"test_a": PASS, "test_b": FAIL}, message=message))
+
+    the_class = [
+        failing("liar", "attention() raised ValueError: the worker crashed with SIGSEGV and timed out after 600 s"),
+        failing("loud", "p_attn differs\nYour code printed (last lines):\nthe worker ran out of memory"),
+        failing("slow", "timed out after 2 s in attention(): look for an endless loop; the worker was restarted"),
+    ]
+    limits = {hit.id: hit.limits for hit in summarise(the_class, selection()).limits}
+    assert limits == {"slow": ["timeout"]}, limits

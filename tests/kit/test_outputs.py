@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.batch.schedule import discover
 from grader.text import clean, id_of, spreadsheet_cell
 
 REPO = Path(__file__).resolve().parents[2]
@@ -270,3 +271,15 @@ def test_ids_and_cells():
     assert id_of("alice") == "alice" and id_of("a b/c") == "a_b_c" and id_of("-2") == "_2"
     assert id_of(".hidden") == "_hidden" and len(id_of("é" * 200).encode()) <= 150
     assert spreadsheet_cell("=1+1") == "'=1+1" and spreadsheet_cell("graded") == "graded"
+    # Ids read as what they are, in one order: no letter that shows as nothing, no right-to-left run that can
+    # display like another name (`דנה_2` and `2_דנה` look the same in a browser); the reports keep the names.
+    assert id_of("\u115f") == "_" and id_of("a\u3164") == "a_" and id_of("名字") == "名字"
+    assert id_of("דנה_2") != "דנה_2" and id_of("2_דנה") != "2_דנה"
+
+
+def test_right_to_left_names_get_ids_that_cannot_be_mistaken_for_each_other(tmp_path):
+    for name in ("דנה_2", "2_דנה", "alice"):
+        (tmp_path / name).mkdir()
+    ids = {entry.path.name: entry.id for entry in discover(tmp_path)}
+    assert ids["alice"] == "alice" and len(set(ids.values())) == 3, ids
+    assert all(not any("\u0590" <= ch <= "\u05ff" for ch in i) for i in ids.values()), ids
