@@ -5,7 +5,8 @@ Messages are templates whose English text is the message id, with named placehol
 `grader/locale/<language>/LC_MESSAGES/grader.po`, read and compiled by Babel when first needed and
 looked up by the standard `gettext`; a message the catalog lacks is shown in English. Numbers, shapes,
 code and names are placeholders, so they stay as they are in every language. The Chinese catalog uses
-the course notes' terms (docs/glossary.md).
+the course notes' terms (docs/glossary.md). Text kept in a table and shown later (the hints) is marked with
+`N_` where it is written, so that the extractor finds it, and goes through `tr(text)` where it is shown.
 
 The language: `--lang` where the command line gives it; else GRADER_LANG; else the locale (the first of
 LC_ALL, LC_MESSAGES, LANG that is set); `zh...` means Chinese, anything else English.
@@ -65,6 +66,11 @@ def translations(language: str) -> gettext.NullTranslations:
     write_mo(compiled, catalog)  # fuzzy entries are left out, as msgfmt does
     compiled.seek(0)
     return gettext.GNUTranslations(compiled)
+
+
+def N_(message: str, /) -> str:
+    """`message` as it is: marks text kept for later (the hints) as a catalog message, shown through `tr(text)`."""
+    return message
 
 
 def tr(message: str, /, **fields: object) -> str:

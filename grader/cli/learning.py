@@ -18,6 +18,7 @@ from grader.grade.selection import hidden_installed, kit_root
 from grader.host import reach
 from grader.host.tiers import IsolationRefused
 from grader.intake.submission import SubmissionInputError
+from grader.lang import tr
 from grader.student import state
 
 
@@ -26,37 +27,46 @@ def list_command(args: argparse.Namespace, console: Console) -> int:
     root = kit_root()
     submission = args.submission or default_submission()
     results = state.last_results(submission)
-    table = Table(title="Curriculum", title_justify="left", box=None, pad_edge=False,
+    table = Table(title=tr("Curriculum"), title_justify="left", box=None, pad_edge=False,
                   padding=(0, 1, 0, 0))
     table.add_column("#", justify="right", min_width=1)
-    table.add_column("Exercise", no_wrap=True)
-    table.add_column("File", no_wrap=True)
-    table.add_column("Points", justify="right", no_wrap=True)
-    table.add_column("Tests", min_width=7)
-    table.add_column("Status", no_wrap=True)
+    table.add_column(tr("Exercise"), no_wrap=True)
+    table.add_column(tr("File"), no_wrap=True)
+    table.add_column(tr("Points"), justify="right", no_wrap=True)
+    table.add_column(tr("Tests"), min_width=7)
+    table.add_column(tr("Status"), no_wrap=True)
+    unchecked, unavailable = "[dim]" + tr("not checked yet") + "[/]", "[dim]" + tr("not yet available") + "[/]"
     for number, exercise in enumerate(EXERCISES, start=1):
         suites = [s for s in ("public", "hidden") if (root / "tests" / s / f"test_{exercise.id}.py").is_file()]
         result = results.get(exercise.id)
-        status = "[dim]not checked yet[/]" if result is None else status_style(result.status, marks_for(console))
+        status = unchecked if result is None else status_style(result.status, marks_for(console))
         table.add_row(str(number), exercise.id, exercise.file,
                       f"{exercise.points:g}" if result is None else f"{points(result.score)}/{exercise.points:g}",
-                      ", ".join(suites) if suites else "[dim]not yet available[/]", status)
+                      ", ".join(suites) if suites else unavailable, status)
     console.print(table)
     earned = sum(result.score for result in results.values())
     total = sum(exercise.points for exercise in EXERCISES)
+    percent = f"{100 * earned / total:.0f}"
     progress = Table.grid(padding=(0, 1))
-    progress.add_row("Progress", ProgressBar(total=total, completed=earned, width=40),
-                     f"{points(earned)}/{points(total)} points ({100 * earned / total:.0f}%)")
+    progress.add_row(tr("Progress"), ProgressBar(total=total, completed=earned, width=40),
+                     tr("{earned}/{total} points ({percent}%)", earned=points(earned), total=points(total),
+                        percent=percent))
     console.print(progress)
     if not results:
-        console.print(f"[dim]Not checked yet: `grader check` grades {escape(str(submission))} and fills in "
-                      "the status column.[/]")
+        shown = escape(str(submission))
+        console.print("[dim]" + tr("Not checked yet: `grader check` grades {submission} and fills in the status "
+                                   "column.", submission=shown) + "[/]")
     elif any(result.quick for result in results.values()):
-        console.print("[dim]From your last checks; --quick ones skipped the slow tests, so their points are a "
-                      "lower bound.[/]")
+        console.print("[dim]" + tr("From your last checks; --quick ones skipped the slow tests, so their points are "
+                                   "a lower bound.") + "[/]")
     if not hidden_installed(root):
-        console.print("[dim]Hidden tests are not installed in this copy of the kit.[/]")
+        console.print("[dim]" + tr("Hidden tests are not installed in this copy of the kit.") + "[/]")
     return EXIT_OK
+
+
+def _unknown_exercise(exercise: str) -> str:
+    choices = ", ".join(e.id for e in EXERCISES)
+    return tr("unknown exercise {exercise}: choose from {choices}", exercise=repr(exercise), choices=choices)
 
 
 def hint_command(args: argparse.Namespace, console: Console) -> int:
@@ -65,32 +75,36 @@ def hint_command(args: argparse.Namespace, console: Console) -> int:
 
     hints = HINTS.get(args.exercise)
     if hints is None:
-        die(f"unknown exercise {args.exercise!r}: choose from {', '.join(e.id for e in EXERCISES)}")
-    count = len(hints)
-    seen = state.seen_hints().get(args.exercise, 0)
+        die(_unknown_exercise(args.exercise))
+    exercise, count = args.exercise, len(hints)
+    seen = state.seen_hints().get(exercise, 0)
     level = args.level
     if level is None and seen >= count:
-        console.print(f"You have seen all {count} hints for {args.exercise}. See one again with "
-                      f"`grader hint {args.exercise} --level N` (1 to {count}); `grader check {args.exercise}` "
-                      "says what is still wrong.")
+        console.print(tr("You have seen all {count} hints for {exercise}. See one again with "
+                         "`grader hint {exercise} --level N` (1 to {count}); `grader check {exercise}` "
+                         "says what is still wrong.", count=count, exercise=exercise))
         return EXIT_OK
     if level is None:
         level = seen + 1
     elif level > count:
-        die(f"{args.exercise} has {count} hints: use --level 1 to {count}")
+        die(tr("{exercise} has {count} hints: use --level 1 to {count}", exercise=exercise, count=count))
     if level == count:
-        footer = f"This is the last hint for {args.exercise}."
+        footer = tr("This is the last hint for {exercise}.", exercise=exercise)
     else:
-        footer = f"Run `grader hint {args.exercise}` again for a more concrete hint ({count - level} more)."
+        footer = tr("Run `grader hint {exercise}` again for a more concrete hint ({count} more).", exercise=exercise,
+                    count=count - level)
     from rich.markdown import Markdown  # here: it costs 50 ms, and only `grader hint` renders Markdown
 
-    console.print(Panel(Markdown(hints[level - 1], code_theme="monokai"),
-                        title=f"[bold]{args.exercise}[/] · hint {level} of {count}", title_align="left",
+    # The hint in the reader's language (grader.po has each one); the separator one the console can write.
+    title = f"[bold]{exercise}[/] {marks_for(console).separator} "
+    console.print(Panel(Markdown(tr(hints[level - 1]), code_theme="monokai"),
+                        title=title + tr("hint {level} of {count}", level=level, count=count), title_align="left",
                         subtitle=footer, subtitle_align="left", padding=(1, 1)))
     try:
-        state.remember_hint(args.exercise, level)
+        state.remember_hint(exercise, level)
     except OSError as error:
-        console.print(f"[dim]Could not remember this hint in {state.state_folder()}/: {escape(str(error))}[/]")
+        console.print("[dim]" + tr("Could not remember this hint in {folder}/: {error}", folder=state.state_folder(),
+                                   error=escape(str(error))) + "[/]")
     return EXIT_OK
 
 
@@ -100,7 +114,7 @@ def watch_command(args: argparse.Namespace, console: Console) -> int:
 
     submission = existing_submission(args)
     if args.exercise is not None and args.exercise not in BY_ID:
-        die(f"unknown exercise {args.exercise!r}: choose from {', '.join(e.id for e in EXERCISES)}")
+        die(_unknown_exercise(args.exercise))
     unreachable = reach.problem()  # no tier can grade here: said once, not after every save
     if unreachable is not None:
         die(unreachable)

@@ -3,13 +3,17 @@
 Each hint is Markdown. Level 1 says what the exercise is about and why; each later level is more
 concrete; the last one shows the shape of the one or two lines that matter most, never a whole
 function (a kit test checks that no hint contains a function body of the reference solutions).
+Each hint is a catalog message (marked with `N_`, shown through `tr`): its Chinese is in grader.po, with
+the same code spans and code blocks, byte for byte.
 """
 
 from __future__ import annotations
 
+from grader.lang import N_
+
 HINTS: dict[str, tuple[str, ...]] = {
     "attention": (
-        """\
+        N_("""\
 Attention is a **weighted average**. Each query is compared with every key by a dot product, which
 is large when the two vectors point the same way. Softmax over the keys turns one query's row of
 scores into weights that are ≥ 0 and sum to 1, and the query's output is the same weighted sum of
@@ -19,8 +23,8 @@ Before the softmax the scores are divided by √d_k. If the d_k components of a 
 independent with mean 0 and variance 1, their dot product is a sum of d_k products of variance 1,
 so its variance is d_k. At d_k = 512 the scores have a standard deviation of about 23; softmax of
 numbers that far apart is almost one-hot, its gradient is almost 0, and learning stalls. Dividing by √d_k brings the
-variance back to 1 whatever the width.""",
-        """\
+variance back to 1 whatever the width."""),
+        N_("""\
 Follow the shapes. `query` is `(..., L_q, d_k)` and `key` is `(..., L_k, d_k)`: transpose only the
 **last two** dims of the key, and the product is one score per (query, key) pair, `(..., L_q, L_k)`.
 
@@ -28,16 +32,16 @@ Follow the shapes. `query` is `(..., L_q, d_k)` and `key` is `(..., L_k, d_k)`: 
   (batch, heads) where they are.
 - d_k is the width of the vectors in each dot product: `query.size(-1)`.
 - Softmax runs over the keys, the **last** dim (`dim=-1`), so that each query's row sums to 1.
-- Multiplying the weights `(..., L_q, L_k)` by `value` `(..., L_k, d_v)` gives `(..., L_q, d_v)`.""",
-        """\
+- Multiplying the weights `(..., L_q, L_k)` by `value` `(..., L_k, d_v)` gives `(..., L_q, d_v)`."""),
+        N_("""\
 The mask is a **keep** mask: nonzero means "this query may look at this key", 0 means blocked.
 Blocked scores must become -inf *before* the softmax: exp(-inf) = 0, so their weights come out
 exactly 0 and every row still sums to 1. Zeroing weights after the softmax is too late: the row
 no longer sums to 1.
 
 Dropout, when given, acts on the weights after the softmax. Return the weights you actually used:
-the `p_attn` you multiply by `value` is the one after dropout.""",
-        """\
+the `p_attn` you multiply by `value` is the one after dropout."""),
+        N_("""\
 The two lines that matter, in this order:
 
 ```python
@@ -47,10 +51,10 @@ scores = scores.masked_fill(mask == 0, float("-inf"))  # (..., L_q, L_k)
 ```
 
 Then softmax over `dim=-1`, dropout when given, and return the output and the weights.
-Check yourself on the course notes' 5-token example with `grader show attention`.""",
+Check yourself on the course notes' 5-token example with `grader show attention`."""),
     ),
     "masking": (
-        """\
+        N_("""\
 **Causal** means position t may use positions 0..t, never the future. The simplest way to mix
 the past is to average it: `out[:, t] = x[:, :t+1].mean(dim=1)`. The same average is a matrix
 product: row t of a (T, T) weight matrix holds 1/(t+1) in columns 0..t and 0 after them, so all
@@ -58,8 +62,8 @@ positions at once are `weights @ x`. The lower triangle (with its diagonal) is "
 present".
 
 Attention does the same with weights learnt from queries and keys; this exercise builds the
-masks it uses.""",
-        """\
+masks it uses."""),
+        N_("""\
 There are two ways to write the same causal mask, and the kit uses both:
 
 - a **keep** mask of ones and zeros, 1 on and below the diagonal (may attend), used as
@@ -68,8 +72,8 @@ There are two ways to write the same causal mask, and the kit uses both:
 
 Either way a blocked score becomes -inf and its weight after the softmax is exactly 0.
 `create_look_ahead_mask` returns the first kind and `causal_mask` the second, both shaped
-`(1, 1, L, L)` so that they broadcast over the batch and the heads.""",
-        """\
+`(1, 1, L, L)` so that they broadcast over the batch and the heads."""),
+        N_("""\
 - `causal_average`: build the (T, T) weights without a loop (the grader counts your operations):
   `torch.tril` of ones, each row divided by its sum, or zeros masked with -inf and a softmax, as in
   the lab's version 3. Make them with `dtype=x.dtype, device=x.device`. `(T, T) @ (B, T, C)`
@@ -77,8 +81,8 @@ Either way a blocked score becomes -inf and its weight after the softmax is exac
 - `weight_mask_and_normalization`: the scores may have leading dims `(..., T, T)`, so take the
   softmax over `dim=-1`, not `dim=1`.
 - `causal_mask`: `torch.triu(..., diagonal=1)` keeps the strict upper triangle and sets the rest,
-  the diagonal included, to 0.""",
-        """\
+  the diagonal included, to 0."""),
+        N_("""\
 The shapes of the key lines:
 
 ```python
@@ -89,10 +93,10 @@ mask = torch.full((1, 1, seq_len, seq_len), float("-inf"))
 ```
 
 For the look-ahead mask, take the lower triangle of a `(seq_len, seq_len)` ones matrix and
-`.view(1, 1, seq_len, seq_len)` it.""",
+`.view(1, 1, seq_len, seq_len)` it."""),
     ),
     "head_attention": (
-        """\
+        N_("""\
 One head of self-attention. Every token is projected three times: a **query** ("what am I looking
 for?"), a **key** ("what do I contain?") and a **value** ("what I pass on if chosen"), each by its
 own `nn.Linear(n_embd, head_size, bias=False)`. Token t scores every token s by query_t · key_s,
@@ -100,8 +104,8 @@ softmax turns the scores into weights, and the output of t is the weighted sum o
 
 It is causal: the lower-triangular matrix of ones from the masking lab says who may look at
 whom, and scores where it is 0 become -inf. Scale by √head_size, the width where the dot products
-happen, not by √n_embd.""",
-        """\
+happen, not by √n_embd."""),
+        N_("""\
 The `tril` matrix never changes and must not be trained, so make it a **buffer**, not a parameter
 and not a plain attribute:
 
@@ -111,15 +115,15 @@ and not a plain attribute:
 - a plain tensor attribute would stay on the CPU in float32 when the module moves.
 
 Build it once for the longest sequence, `(block_size, block_size)`. A batch may be shorter: use
-its top-left corner, `self.tril[:T, :T]`.""",
-        """\
+its top-left corner, `self.tril[:T, :T]`."""),
+        N_("""\
 The order of `forward`, with the shapes:
 
 1. `k`, `q`, `v` from the three projections, each `(B, T, head_size)`;
 2. scores `q @ k.transpose(-2, -1)` divided by √head_size: `(B, T, T)`;
 3. the future blocked with -inf, then softmax over the keys (`dim=-1`);
-4. dropout on these **weights** (not on the output), then the weights times `v`: `(B, T, head_size)`.""",
-        """\
+4. dropout on these **weights** (not on the output), then the weights times `v`: `(B, T, head_size)`."""),
+        N_("""\
 The two lines most people get wrong:
 
 ```python
@@ -128,10 +132,10 @@ self.register_buffer(
     "tril", torch.tril(torch.ones(block_size, block_size)))
 # in forward:
 wei = wei.masked_fill(self.tril[:T, :T] == 0, float("-inf"))  # (B, T, T)
-```""",
+```"""),
     ),
     "multi_head_attention": (
-        """\
+        N_("""\
 One head looks for one kind of relation between tokens; n_heads heads look for n_heads kinds.
 Each head works in its own slice of `head_dim = dim // n_heads` features, so `dim` must divide
 evenly (raise a `ValueError` that says so when it does not). The heads' outputs are put side by
@@ -139,8 +143,8 @@ side, `(B, T, dim)` again, and mixed by one more linear layer, `wo`.
 
 Instead of n_heads small projections, use one fused `nn.Linear(dim, dim)` per role and split its
 output: multiplying by the stacked weights and then splitting is the same as n_heads small
-products. Head h owns output features `[h*head_dim, (h+1)*head_dim)`.""",
-        """\
+products. Head h owns output features `[h*head_dim, (h+1)*head_dim)`."""),
+        N_("""\
 Splitting the heads is **view, then transpose**:
 
 - `self.wq(q)` is `(B, T, dim)`; `.view(B, T, n_heads, head_dim)` cuts each token's features into
@@ -149,8 +153,8 @@ Splitting the heads is **view, then transpose**:
 - A direct `.view(B, n_heads, T, head_dim)` has the right shape and the wrong contents: view deals
   the numbers out in memory order, so one "head" would get pieces of several tokens.
 - Merging goes back the same way: `.transpose(1, 2)`, then `.contiguous()` (transpose only changes
-  how memory is read, and view needs it laid out in order), then `.view(B, T, dim)`.""",
-        """\
+  how memory is read, and view needs it laid out in order), then `.view(B, T, dim)`."""),
+        N_("""\
 Masks and the rest:
 
 - Scale by √head_dim, the width of each head's dot products, not √dim.
@@ -159,8 +163,8 @@ Masks and the rest:
 - The optional `mask` argument is a **keep** mask (0 = blocked): `masked_fill` with -inf, on top
   of the causal one when both apply.
 - Cross-attention: T_k comes from `k`, and may differ from T_q.
-- Two dropouts: `attn_dropout` on the weights, `resid_dropout` on the output of `wo`.""",
-        """\
+- Two dropouts: `attn_dropout` on the weights, `resid_dropout` on the output of `wo`."""),
+        N_("""\
 The shape of the split and of the merge:
 
 ```python
@@ -170,34 +174,34 @@ xq = self.wq(q).view(B, T_q, self.n_heads, self.head_dim).transpose(1, 2)
 out = out.transpose(1, 2).contiguous().view(B, T_q, -1)
 ```
 
-The same split for `xk` and `xv`, with T_k.""",
+The same split for `xk` and `xv`, with T_k."""),
     ),
     "positional_encoding": (
-        """\
+        N_("""\
 Attention on its own ignores order: shuffle the tokens and the outputs are shuffled the same way.
 So each position p gets a fixed vector added to its embedding: sines in the even columns, cosines
 in the odd ones, each column pair turning at its own frequency, from one radian per position down
 to very slow. Sin and cos are bounded (they never swamp the embedding), give every position its
 own vector, and shifting by k positions is the same rotation for every p, so "k tokens back" is
-something a layer can learn once.""",
-        """\
+something a layer can learn once."""),
+        N_("""\
 The table never changes, so compute it once in `__init__` and store it as a **buffer**:
 `self.register_buffer("pe", ...)`. Like the course notes' pitfall says, a positional table made an
 `nn.Parameter` would be trained, which is not what this encoding is; a buffer follows the module
 through `.to(device)` and is saved in `state_dict`, but the optimiser never changes it.
 
-Give it the shape `(1, max_len, d_model)`: the leading 1 broadcasts over the batch.""",
-        """\
+Give it the shape `(1, max_len, d_model)`: the leading 1 broadcasts over the batch."""),
+        N_("""\
 Build it with broadcasting, no loops:
 
 - `position`: a column `(max_len, 1)` of 0, 1, ..., max_len - 1;
 - the frequencies 1 / 10000^(2i / d_model), one per column pair, a row `(d_model / 2,)`; written as
-  `exp(-(2i) · ln(10000) / d_model)` it avoids huge powers;
+  `exp(-(2i) * ln(10000) / d_model)` it avoids huge powers;
 - `position * frequencies` is the `(max_len, d_model / 2)` table of angles: its sin goes into the
   even columns `0::2`, its cos into the odd columns `1::2`.
 
-In `forward`, add the first T rows, `self.pe[:, :T]`, then apply dropout to the sum.""",
-        """\
+In `forward`, add the first T rows, `self.pe[:, :T]`, then apply dropout to the sum."""),
+        N_("""\
 The shape of the two key lines:
 
 ```python
@@ -205,20 +209,20 @@ The shape of the two key lines:
 div_term = torch.exp(
     torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
 pe[:, 0::2] = torch.sin(position * div_term)  # (max_len, d_model/2)
-```""",
+```"""),
     ),
     "sublayers": (
-        """\
+        N_("""\
 Two pieces every Transformer layer wraps around attention. Attention mixes information *between*
 positions; the **feed-forward** then transforms each position on its own, the same small MLP for
 every token. The **residual connection** adds a sublayer's output to its input, x + correction: the
 gradient reaches x unchanged through the `+`, so deep stacks train, and a sublayer that returns 0
-leaves x exactly as it was.""",
-        """\
+leaves x exactly as it was."""),
+        N_("""\
 `FeedForward`: `w1` widens each token from d_model to d_ff, ReLU, dropout on those hidden
 activations, then `w2` back to d_model; both layers have a bias. `nn.Linear` acts on the last dim,
-so `(B, T, d_model)` goes in and comes out with no reshaping.""",
-        """\
+so `(B, T, d_model)` goes in and comes out with no reshaping."""),
+        N_("""\
 `ResidualConnection` is **pre-norm**: the LayerNorm normalises the sublayer's *input*, and the
 residual path x itself is never normalised on its way through. (The original paper put the norm
 after the addition, norm(x + sublayer(x)); the course notes mix up the two names, but their code,
@@ -226,8 +230,8 @@ and this kit, normalise first.)
 
 - Add `x` itself, not `norm(x)`.
 - Dropout acts on the sublayer's output, before the addition.
-- `sublayer` is any callable, a module or a lambda: just call it.""",
-        """\
+- `sublayer` is any callable, a module or a lambda: just call it."""),
+        N_("""\
 The shapes, step by step:
 
 ```python
@@ -235,32 +239,32 @@ h = torch.relu(self.w1(x))  # (..., d_ff); then dropout, then w2
 y = sublayer(self.norm(x))  # (..., d_model), from normalised features
 ```
 
-What the residual returns is `x` plus `y` after dropout.""",
+What the residual returns is `x` plus `y` after dropout."""),
     ),
     "encoder": (
-        """\
+        N_("""\
 An encoder layer is self-attention, then the feed-forward, each wrapped in its own pre-norm
 residual connection. It is **not** causal: the whole source sentence is known, so each word may
 look at the words before and after it. The only mask is for padding: a keep mask `(B, 1, 1, T)`,
 True for real tokens, broadcast over the heads and the queries.
 
 The encoder is a stack of such layers, then one last LayerNorm: in a pre-norm stack the residual
-path is never normalised, so its scale grows layer after layer.""",
-        """\
+path is never normalised, so its scale grows layer after layer."""),
+        N_("""\
 Each layer needs its **own** weights: build n_layers separate `EncoderLayer` objects in an
 `nn.ModuleList`. `[layer] * n_layers` repeats one object n times, so every "layer" would share the
 same weights. Likewise each layer has two `ResidualConnection`s, each with its own LayerNorm.
 
 The self-attention is `MultiHeadAttention(ModelArgs(dim=d_model, n_heads=n_heads, dropout=dropout),
-is_causal=False)`.""",
-        """\
+is_causal=False)`."""),
+        N_("""\
 A residual connection calls its sublayer with one argument, but attention takes q, k, v and a
 mask. Wrap it in a `lambda` of one argument `y` (the normalised x): self-attention takes q, k and v
 all from that same `y`, and the padding mask goes along.
 
 `Encoder.forward` runs x through every layer in order, each with the same mask, and applies the
-final norm once, after the last layer.""",
-        """\
+final norm once, after the last layer."""),
+        N_("""\
 The shape of the two lines that matter:
 
 ```python
@@ -268,31 +272,31 @@ The shape of the two lines that matter:
 self.layers = nn.ModuleList(EncoderLayer(...) for _ in range(n_layers))
 # (B, T, d_model):
 x = self.residual1(x, lambda y: self.self_attn(y, y, y, mask))
-```""",
+```"""),
     ),
     "decoder": (
-        """\
+        N_("""\
 A decoder layer has **three** sublayers, each in its own pre-norm residual connection:
 
 1. causal self-attention over the target so far: in training the whole target goes in at once
    (teacher forcing), so position t must not peek at the tokens it is supposed to predict;
 2. cross-attention: queries from the decoder, keys and values from `memory`, the encoder's output.
    This is where the target reads the source;
-3. the position-wise feed-forward.""",
-        """\
+3. the position-wise feed-forward."""),
+        N_("""\
 Which mask goes where:
 
 - `self_attn` is built with `is_causal=True`: it adds the look-ahead mask itself. Pass
   `max_seq_len` in its `ModelArgs` so that its causal buffer is long enough.
 - `tgt_mask` is an *extra* keep mask for the self-attention (the target's padding).
 - `src_mask` is the encoder's padding mask: it belongs to the **cross**-attention, which is not
-  causal because the source is known entirely.""",
-        """\
+  causal because the source is known entirely."""),
+        N_("""\
 In cross-attention T_tgt and T_src may differ: the scores are `(B, n_heads, T_tgt, T_src)` and the
 output has the decoder's length, `(B, T_tgt, d_model)`. Every layer of the stack reads the same
 `memory` and the same masks; the stack ends with one LayerNorm, as the encoder does. Build
-n_layers distinct `DecoderLayer`s in an `nn.ModuleList`.""",
-        """\
+n_layers distinct `DecoderLayer`s in an `nn.ModuleList`."""),
+        N_("""\
 The shape of the cross-attention step:
 
 ```python
@@ -301,39 +305,39 @@ x = self.residual2(
     x, lambda y: self.cross_attn(y, memory, memory, src_mask))
 ```
 
-Queries from `y`, the normalised decoder state; keys and values from `memory`, as it is.""",
+Queries from `y`, the normalised decoder state; keys and values from `memory`, as it is."""),
     ),
     "transformer": (
-        """\
+        N_("""\
 The whole model: token ids go through an embedding and the positional encoding into the encoder,
 which turns the source into `memory`; the decoder reads the target so far and the memory; the
 `generator`, a linear layer, turns each position's features into one logit per target token (no
 softmax: cross-entropy and argmax both take raw logits). Training feeds the whole shifted target
-at once; generating has no target, so it decodes one token at a time.""",
-        """\
+at once; generating has no target, so it decodes one token at a time."""),
+        N_("""\
 Multiply the embeddings by √d_model. The positional encoding has values in [-1, 1]; start the
 embedding tables small, std 1/√d_model (`nn.init.normal_`), and times √d_model they have std 1,
 the same size as the positions, so neither drowns the other. One `pos` serves both sides:
 position p means the same thing in the source and the target. Keep `d_model` on `self`.
 
 If it does not learn, debug as the course notes suggest: a small model first (2 layers, 128 wide,
-4 heads), print your masks, and look at the attention weights.""",
-        """\
+4 heads), print your masks, and look at the attention weights."""),
+        N_("""\
 `greedy_decode`, under `torch.no_grad()`:
 
 1. encode the source **once**;
 2. start `ys` as a `(B, 1)` column of `start_symbol`, `dtype=torch.long`, on `src.device`;
 3. max_len - 1 times: decode `ys`, keep the logits of the **last** position only, append their
    argmax as a new column;
-4. return `ys`, `(B, max_len)`.""",
-        """\
+4. return `ys`, `(B, max_len)`."""),
+        N_("""\
 The shape of the two key lines:
 
 ```python
 x = self.src_embed(src) * math.sqrt(self.d_model)  # (B, T_src, d_model)
 # in greedy_decode, out: (B, t, d_model) -> next_token: (B, 1)
 next_token = model.generator(out[:, -1]).argmax(dim=-1, keepdim=True)
-```""",
+```"""),
     ),
 }
 

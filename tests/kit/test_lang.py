@@ -1,16 +1,20 @@
 """The reader's language (issue 33): how it is chosen, and the Chinese catalog's completeness.
 
-Every message the grader passes through `tr` is found by Babel's own extractor (as `pybabel extract` would);
-each must have a Chinese translation with the same placeholders, every translation must be used, and all of
-them must be writable on a GB2312 console (Chinese Windows), as the marks are.
+Every message the grader passes through `tr`, or marks with `N_` to translate later (the hints), is found by Babel's
+own extractor (as `pybabel extract -k N_` would); each must have a Chinese translation with the same placeholders
+and the same code (inline spans and code blocks, byte for byte), every translation must be used, and all of them
+must be writable on a GB2312 console (Chinese Windows), as the marks are.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import string
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -19,23 +23,26 @@ from babel.messages.pofile import read_po
 from rich.console import Console
 
 from grader import lang
+from grader.cli.main import main
 from grader.cli.parse import build_parser
 from grader.cli.render import render
 from grader.grade.reports import GradeReport
 from grader.grade.results import ExerciseResult
 from grader.grade.results import TestOutcome as Outcome
 from grader.grade.results import TestResult as Result_
+from grader.student.hints import HINTS
 
 REPO = Path(__file__).resolve().parents[2]
 CATALOG = REPO / "grader" / "locale" / "zh" / "LC_MESSAGES" / "grader.po"
 
 
+@functools.cache
 def used_messages() -> dict[str, str]:
-    """Every message id passed to `tr` in the grader's code: {id: where}."""
+    """Every message id passed to `tr`, or marked with `N_`, in the grader's code: {id: where}."""
     found = {}
     method_map = [("**.py", "python")]
     for filename, lineno, message, _comments, _context in extract_from_dir(
-            REPO / "grader", method_map=method_map, keywords={"tr": None}):
+            REPO / "grader", method_map=method_map, keywords={"tr": None, "N_": None}):
         found.setdefault(message if isinstance(message, str) else message[0], f"grader/{filename}:{lineno}")
     return found
 
@@ -49,6 +56,15 @@ def fields(text: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
 
 
+FENCED = re.compile(r"^```.*?^```", re.S | re.M)
+INLINE = re.compile(r"`[^`]+`")  # a span may run over a line break, as Markdown allows
+
+
+def code(text: str) -> tuple[Counter[str], Counter[str]]:
+    """The fenced code blocks of Markdown `text`, and its inline code spans outside them."""
+    return Counter(FENCED.findall(text)), Counter(INLINE.findall(FENCED.sub("", text)))
+
+
 def test_every_message_has_a_chinese_translation_with_the_same_placeholders():
     used, translated = used_messages(), catalog()
     assert len(used) >= 20, used  # the extractor found the messages, not nothing
@@ -57,6 +73,32 @@ def test_every_message_has_a_chinese_translation_with_the_same_placeholders():
     wrong = [f"{message!r} -> {translated[message]!r}" for message in used
              if fields(message) != fields(translated[message])]
     assert not wrong, "placeholders differ between id and translation:\n" + "\n".join(wrong)
+
+
+def test_the_extractor_finds_every_hint_as_it_is_shown():
+    """The hints are marked with `N_` where they are written and translated where they are shown: the extractor must
+    find each one exactly as `grader hint` passes it to `tr`, or its translation would never be looked up."""
+    used = used_messages()
+    hints = [hint for levels in HINTS.values() for hint in levels]
+    assert len(hints) >= 27, len(hints)
+    unseen = [hint[:60] for hint in hints if hint not in used]
+    assert not unseen, f"hints the extractor does not find (mark them with N_): {unseen}"
+
+
+def test_every_translation_keeps_the_code_of_its_message_byte_for_byte():
+    """Code is never translated: a hint's code blocks and inline code (`key.transpose(-2, -1)`, `dim=-1`) read the
+    same in Chinese, each as often as in English."""
+    translated = catalog()
+    wrong = []
+    for message in used_messages():
+        if translated.get(message):
+            (blocks, spans), (their_blocks, their_spans) = code(message), code(translated[message])
+            if blocks != their_blocks:
+                wrong.append(f"{message[:50]!r}: code blocks differ")
+            if spans != their_spans:
+                wrong.append(f"{message[:50]!r}: missing {sorted((spans - their_spans).elements())}, "
+                             f"extra {sorted((their_spans - spans).elements())}")
+    assert not wrong, "translations that change code:\n" + "\n".join(wrong)
 
 
 def test_every_translation_is_used_and_writable_on_a_chinese_windows_console():
@@ -121,3 +163,34 @@ def test_a_chinese_locale_gives_a_chinese_check_and_lang_en_gives_english_back(g
                              timeout=300)
     assert "not started" in english.stdout and "尚未开始" not in english.stdout, english.stdout
     assert os.environ.get("GRADER_LANG") in (None, "en")  # nothing of it leaked into this process
+
+
+def test_grader_hint_and_list_read_in_chinese_with_lang_zh_and_in_english_with_lang_en(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("GRADER_STATE_DIR", str(tmp_path / "state"))  # the hints seen are this test's own
+    monkeypatch.setenv("GRADER_LANG", "en")  # lang.use sets it; put back as it was afterwards
+
+    def run(*argv: str) -> tuple[int | str | None, str, str]:
+        try:
+            exit_code = main(list(argv))
+        except SystemExit as exit_:
+            exit_code = exit_.code
+        out, err = capsys.readouterr()
+        return exit_code, "".join(out.replace("│", "").split()), err  # the text without the panel's frame and wrapping
+
+    count = len(HINTS["attention"])
+    try:
+        zh_code, zh, _ = run("hint", "attention", "--level", "1", "--lang", "zh")
+        last_code, last, _ = run("hint", "attention", "--level", str(count), "--lang", "zh")
+        unknown_code, _, unknown = run("hint", "no_such_exercise", "--lang", "zh")
+        list_code, listed, _ = run("list", "--lang", "zh")
+        en_code, en, _ = run("hint", "attention", "--level", "1", "--lang", "en")
+    finally:
+        lang.use("en")
+    assert zh_code == 0 and "注意力本质上是一种加权平均" in zh and f"提示1/{count}" in zh, zh
+    assert "Attention" not in zh and "weighted" not in zh, zh
+    assert last_code == 0 and "scores=query@key.transpose(-2,-1)/math.sqrt(d_k)" in last, last  # code as it is
+    assert "这是attention的最后一条提示" in last, last
+    assert unknown_code == 2 and "没有练习 'no_such_exercise'" in unknown, unknown
+    assert list_code == 0 and "课程练习" in listed and "文件" in listed and "进度" in listed, listed
+    assert en_code == 0 and "Attentionisa" in en and "weightedaverage" in en and f"hint1of{count}" in en, en
+    assert not re.search(r"[\u4e00-\u9fff]", en), en
