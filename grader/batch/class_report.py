@@ -40,7 +40,8 @@ body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 72em;
 h1 { margin-bottom: 0.2em; } h2 { margin-top: 1.8em; border-bottom: 1px solid #ccc; }
 table { border-collapse: collapse; margin: 0.5em 0; } th, td { padding: 0.25em 0.6em; vertical-align: top; }
 th { text-align: left; background: #f2f2f2; } tr { border-bottom: 1px solid #e4e4e4; }
-td a { white-space: nowrap; } td.n { text-align: right; font-variant-numeric: tabular-nums; } .note { color: #666; font-size: 0.9em; }
+td a { white-space: nowrap; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+.note { color: #666; font-size: 0.9em; }
 .warn { background: #fff4d6; padding: 0.5em 0.8em; border-left: 4px solid #e0a800; }
 pre { white-space: pre-wrap; margin: 0; font-size: 0.85em; max-width: 48em; }
 table.students { font-size: 0.85em; } tr.scores { border-bottom: none; } tr.details td { padding-top: 0; }

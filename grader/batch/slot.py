@@ -25,6 +25,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
+from grader import lang
 from grader.batch.jobs import Job, Outcome, Status
 from grader.host import tiers, trees
 from grader.host.limits import Limits, WorkerStartError
@@ -42,6 +43,8 @@ EXIT_SANDBOX_FAILED = 75  # a child's exit status when the sandbox, not the subm
 
 def main() -> None:
     processes.die_with_parent(signal.SIGTERM)
+    # The feedback in the reader's language: the batch's GRADER_LANG (--lang), which the slot inherits.
+    lang.use(lang.choose())
     # SIGTERM (the batch stopping) unwinds like Ctrl-C, so that `finally` removes the sandbox and its stage.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     # Jobs and results travel on copies of stdin and stdout: pytest captures fds 0-2 while it runs,

@@ -16,6 +16,7 @@ import torch
 
 from grader.judge.expect import expect_tensor
 from grader.judge.tracers import SPREAD, VALUE_RTOL
+from grader.lang import tr
 
 BRANCHES = {  # per layer, each sublayer and the dropouts after it: attention's after wo, then the residual's
     "EncoderLayer": {"self_attn": 2, "feed_forward": 1},
@@ -53,14 +54,15 @@ def branch_verdict(out: torch.Tensor, *, groups: int, p: float, chained: int) ->
     values = out.detach().double()
     values = values.reshape(*values.shape[:-1], groups, values.shape[-1] // groups).flatten(0, -2)
     if not bool(values.isfinite().all()):
-        return "nan", "holds NaN or inf where every value is finite"
+        return "nan", tr("holds NaN or inf where every value is finite")
     kept = values[values.ne(0).any(dim=-1)]
     top = kept.abs().amax(dim=-1)
     filled = torch.where(kept != 0, kept, kept.sum(-1, keepdim=True) / kept.ne(0).sum(-1, keepdim=True))
     if bool((filled.amax(-1) - filled.amin(-1) > VALUE_RTOL * top).any()):
-        return "uneven", (f"the features of one {'head' if groups > 1 else 'position'} came out different where "
-                          "dropout can only keep or drop each of them: something drops inside the sublayer's input "
-                          "(the memory, say)")
+        return "uneven", (tr("the features of one head came out different where dropout can only keep or drop each "
+                             "of them: something drops inside the sublayer's input (the memory, say)") if groups > 1
+                          else tr("the features of one position came out different where dropout can only keep or "
+                                  "drop each of them: something drops inside the sublayer's input (the memory, say)"))
     # A group all of whose features were dropped is not seen (its sublayer output may have been 0 itself):
     # among the groups seen, each of g features is dropped with probability q, given that not all g were.
     q, g = 1 - (1 - p) ** chained, kept.shape[-1]
@@ -68,9 +70,13 @@ def branch_verdict(out: torch.Tensor, *, groups: int, p: float, chained: int) ->
     dropped, seen = int(kept.eq(0).sum()), kept.numel()
     if abs(dropped - seen * share) <= SPREAD * math.sqrt(seen * q * (1 - q)) + 0.5:
         return "once", ""
+    fields = {"dropped": dropped, "seen": seen, "rate": f"{dropped / seen:.0%}", "chained": chained, "p": p,
+              "share": f"{share:.0%}"}
     return ("more" if dropped > seen * share else "fewer"), (
-        f"dropped {dropped} of {seen} features ({dropped / seen:.0%}), where {chained} dropout(s) with p = {p} "
-        f"in a row drop about {share:.0%} (of the features of {'heads' if groups > 1 else 'positions'} that kept any)")
+        tr("dropped {dropped} of {seen} features ({rate}), where {chained} dropout(s) with p = {p} in a row drop "
+           "about {share} (of the features of heads that kept any)", **fields) if groups > 1
+        else tr("dropped {dropped} of {seen} features ({rate}), where {chained} dropout(s) with p = {p} in a row drop "
+                "about {share} (of the features of positions that kept any)", **fields))
 
 
 def expect_branch_dropped(out: torch.Tensor, *, groups: int, p: float, chained: int, what: str, hint: str) -> None:
@@ -78,4 +84,4 @@ def expect_branch_dropped(out: torch.Tensor, *, groups: int, p: float, chained: 
     feature by `chained` dropouts with probability p (`branch_verdict`)."""
     verdict, message = branch_verdict(expect_tensor(out, name=what), groups=groups, p=p, chained=chained)
     if verdict != "once":
-        raise AssertionError(f"{what} {message}. Hint: {hint}")
+        raise AssertionError(tr("{what} {why}.", what=what, why=message) + f" Hint: {hint}")

@@ -15,9 +15,10 @@ from typing import Any
 import torch
 
 from grader.inside.shared import instrument
-from grader.judge.expect import expect_tensor
+from grader.judge.expect import expect_tensor, hint_suffix
 from grader.judge.measures import count_ops  # noqa: F401  (grader.judge.diagnosis imports it from here)
 from grader.judge.structure import describe  # noqa: F401  (grader.judge.diagnosis imports it from here)
+from grader.lang import N_, tr
 
 EPS32 = torch.finfo(torch.float32).eps
 
@@ -37,8 +38,10 @@ def manual_seed(value: int) -> None:
 
 
 # What a NaN is evidence of, whatever the test was after: a test's own hint speaks of wrong values, not of NaN.
-NAN_HINT = ("a softmax gives NaN where every value it normalises is -inf (is it over the keys, dim=-1, and can a "
-            "whole row be masked?), and exp() overflows to inf then NaN.")
+# In English here (`tr(NAN_HINT)` where shown): the plugin looks for either in a message.
+NAN_HINT = N_("a softmax gives NaN where every value it normalises is -inf (is it over the keys, dim=-1, and can a "
+              "whole row be masked?), and exp() overflows to inf then NaN.")
+
 
 
 def assert_close(
@@ -56,21 +59,22 @@ def assert_close(
         # A NaN tolerance would let every answer pass: a bug in the test, never the student's.
         raise ValueError(f"assert_close for {name} got tolerance atol={atol}, rtol={rtol}: fix the test")
     actual = expect_tensor(actual, name=name)
-    suffix = f" Hint: {hint}" if hint else ""
+    suffix = hint_suffix(hint)
     if tuple(actual.shape) != tuple(expected.shape):
-        raise AssertionError(
-            f"{name} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}.{suffix}"
-        )
+        raise AssertionError(tr("{name} has shape {shape}, expected {expected}.", name=name,
+                                shape=tuple(actual.shape), expected=tuple(expected.shape)) + suffix)
     if check_dtype and actual.dtype != expected.dtype:
-        raise AssertionError(f"{name} has dtype {actual.dtype}, expected {expected.dtype} (same as the inputs).")
+        raise AssertionError(tr("{name} has dtype {dtype}, expected {expected} (same as the inputs).", name=name,
+                                dtype=actual.dtype, expected=expected.dtype))
     actual_d = actual.detach().to("cpu", torch.float64)
     expected_d = expected.detach().to("cpu", torch.float64)
     bad_nan = torch.isnan(actual_d) & ~torch.isnan(expected_d)
     if bad_nan.any():
         index = _index(bad_nan)
         raise AssertionError(
-            f"{name} has {int(bad_nan.sum())} NaN value(s), first at index {index}; "
-            f"expected {expected_d[index].item():.6g}. Hint: {NAN_HINT}"
+            tr("{name} has {count} NaN value(s), first at index {index}; expected {expected}.", name=name,
+               count=int(bad_nan.sum()), index=index, expected=format(expected_d[index].item(), ".6g"))
+            + hint_suffix(tr(NAN_HINT))
         )
     error = (actual_d - expected_d).abs()
     error = torch.where(actual_d == expected_d, torch.zeros_like(error), error)  # equal infinities
@@ -82,9 +86,12 @@ def assert_close(
         index = _index(excess == excess.max())
         count = int((excess > 0).sum())
         raise AssertionError(
-            f"{name} differs from the expected value at index {index}: got {actual_d[index].item():.6g}, "
-            f"expected {expected_d[index].item():.6g} (error {error[index].item():.3g}, tolerance "
-            f"{allowed[index].item():.3g}); {count} of {error.numel()} values are off.{suffix}"
+            tr("{name} differs from the expected value at index {index}: got {got}, expected {expected} "
+               "(error {error}, tolerance {tolerance}); {count} of {total} values are off.", name=name, index=index,
+               got=format(actual_d[index].item(), ".6g"), expected=format(expected_d[index].item(), ".6g"),
+               error=format(error[index].item(), ".3g"), tolerance=format(allowed[index].item(), ".3g"), count=count,
+               total=error.numel())
+            + suffix
         )
 
 

@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from grader.lang import tr
+
 
 def uniform_causal(T: int) -> torch.Tensor:
     """(T, T) attention weights of equal scores under a causal mask: 1 / (t + 1) on positions 0..t of row t."""
@@ -52,7 +54,7 @@ def unexplained_by_weight_dropout(
     B, T_k, F = values.shape
     T_q = weights.shape[0]
     if tuple(out.shape) != (B, T_q, F):
-        return f"the output has shape {tuple(out.shape)}, expected {(B, T_q, F)}"
+        return tr("the output has shape {shape}, expected {expected}", shape=tuple(out.shape), expected=(B, T_q, F))
     patterns = torch.cartesian_prod(*[torch.tensor([0.0, 1.0], dtype=torch.float64)] * T_k).reshape(-1, T_k)
     reachable = torch.einsum("ts,ps,bsf->btpf", weights, patterns, values) / (1 - p)  # (B, T_q, P, F)
     kept = reachable / (1 - p) if output_dropout else reachable
@@ -66,9 +68,12 @@ def unexplained_by_weight_dropout(
     explained = per_pattern.any(dim=2)
     if not bool(explained.all()):
         b, t, h = (int(i) for i in torch.nonzero(~explained)[0])
-        return (f"at batch element {b}, position {t}, head {h}, no dropout pattern on the attention weights"
-                f"{' and the output' if output_dropout else ''} gives the output "
-                f"{[round(v, 4) for v in out[b, t, h * size:(h + 1) * size].tolist()]}")
+        shown = [round(v, 4) for v in out[b, t, h * size:(h + 1) * size].tolist()]
+        if output_dropout:
+            return tr("at batch element {b}, position {t}, head {h}, no dropout pattern on the attention weights and "
+                      "the output gives the output {values}", b=b, t=t, h=h, values=shown)
+        return tr("at batch element {b}, position {t}, head {h}, no dropout pattern on the attention weights gives the "
+                  "output {values}", b=b, t=t, h=h, values=shown)
     # Dropout twice on the output is explained by keeping every weight: the weights must be seen dropped, about
     # as often as p says (a lower bound 6 standard deviations below the expected count).
     dropped = int((~per_pattern[:, :, -1]).sum())  # the last pattern keeps every key
@@ -77,6 +82,7 @@ def unexplained_by_weight_dropout(
     expected = float(q.sum()) * B * groups
     spread = math.sqrt(float((q * (1 - q)).sum()) * B * groups)
     if dropped < max(1.0, expected - 6 * spread):
-        return (f"the attention weights were dropped in {dropped} of {B * T_q * groups} (batch element, position, "
-                f"head) cases, where dropout with p = {p} drops some in about {expected:.0f}")
+        return tr("the attention weights were dropped in {dropped} of {cases} (batch element, position, head) cases, "
+                  "where dropout with p = {p} drops some in about {expected}", dropped=dropped, cases=B * T_q * groups,
+                  p=p, expected=format(expected, ".0f"))
     return None

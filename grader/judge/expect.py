@@ -7,25 +7,33 @@ from typing import Any
 import torch
 
 from grader.host.remote import Remote
+from grader.lang import tr
 
 
 def expect_tensor(value: Any, *, name: str) -> torch.Tensor:
     if not isinstance(value, torch.Tensor):
-        raise AssertionError(f"{name} should be a torch.Tensor, got {_kind(value)}")
+        raise AssertionError(tr("{name} should be a torch.Tensor, got {kind}", name=name, kind=_kind(value)))
     return value
 
 
 def expect_tuple(value: Any, length: int, *, name: str) -> tuple[Any, ...]:
     if not isinstance(value, (tuple, list)) or len(value) != length:
-        raise AssertionError(f"{name} should return a tuple of {length} values, got {_kind(value)}")
+        raise AssertionError(tr("{name} should return a tuple of {length} values, got {kind}", name=name, length=length,
+                                kind=_kind(value)))
     return tuple(value)
+
+
+def hint_suffix(hint: str) -> str:
+    """" Hint: <hint>", or "" without one. The marker stays English in every language: `scoring.HINT` finds a test's
+    hint by it (to drop it where another test's failure takes its ground away), as `plugin.feedback` does."""
+    return f" Hint: {hint}" if hint else ""
 
 
 def _kind(value: Any) -> str:
     if isinstance(value, torch.Tensor):
-        return f"a tensor of shape {tuple(value.shape)}"
+        return tr("a tensor of shape {shape}", shape=tuple(value.shape))
     if isinstance(value, (tuple, list)):
-        return f"a {type(value).__name__} of {len(value)} values"
+        return tr("a {type} of {count} values", type=type(value).__name__, count=len(value))
     if isinstance(value, Remote):
         return repr(value)
-    return f"a {type(value).__name__}"
+    return tr("a {type}", type=type(value).__name__)

@@ -28,6 +28,7 @@ from grader.judge.tracers import (
     parameter_shape,
     uneven,
 )
+from grader.lang import N_, tr
 
 
 def multi_head(info: Part) -> Setup:
@@ -36,7 +37,7 @@ def multi_head(info: Part) -> Setup:
     n_heads = info.n_heads
     if not isinstance(n_heads, int) or n_heads < 1 or dim % n_heads:
         shown = n_heads if isinstance(n_heads, int) else str(n_heads)
-        raise AssertionError(f"MultiHeadAttention.n_heads is {shown}, expected the number of heads")
+        raise AssertionError(tr("MultiHeadAttention.n_heads is {n_heads}, expected the number of heads", n_heads=shown))
     head_dim = dim // n_heads
     # Two positions (1 and 2 keys). Each output of position t is wo of the heads' weighted values: the weights
     # are solved for from the outputs the output dropout kept, where those outnumber them (`_read_heads`).
@@ -91,8 +92,9 @@ class _Heads:
         weights = torch.full((rows, T, n_heads, T), math.nan, dtype=torch.float64)
         solved = torch.zeros(rows, T, dtype=torch.bool)
         if not bool(out.isfinite().all()):
-            return _Read(out == 0, solved, solved, weights, "its output holds NaN or inf where every value is finite: "
-                         "is something dropped or masked before the softmax?")
+            return _Read(out == 0, solved, solved, weights, tr("its output holds NaN or inf where every value is "
+                                                                "finite: is something dropped or masked before the "
+                                                                "softmax?"))
         dropped = out == 0
         silent = dropped.all(dim=-1)  # every weight dropped (all its outputs dropped instead: p ** dim)
         for t in range(T):
@@ -109,9 +111,10 @@ class _Heads:
             c = torch.linalg.lstsq(a, b).solution
             off = (a @ c - b).norm(dim=(1, 2)) > 1e-4 * b.norm(dim=(1, 2)) + 1e-9
             if bool(off.any()):
-                return _Read(dropped, silent, solved, weights, f"its outputs at position {t} are not wo of its "
-                             "values weighted by each head's attention weights (all its features alike), some of "
-                             f"those weights and outputs dropped, {UNREAD}")
+                return _Read(dropped, silent, solved, weights, tr(
+                    "its outputs at position {t} are not wo of its values weighted by each head's attention weights "
+                    "(all its features alike), some of those weights and outputs dropped, {unread}", t=t,
+                    unread=tr(UNREAD)))
             weights[use, t, :, : t + 1] = c[..., 0].view(-1, n_heads, t + 1)
             solved[:, t] = use
         return _Read(dropped, silent, solved, weights)
@@ -121,7 +124,7 @@ class _Heads:
         if odd is not None:
             return Trace("MultiHeadAttention", (), None, 2, odd)
         heard = ~read.silent
-        outputs = Dropping("outputs", int(read.dropped[heard].sum()), int(heard.sum()) * read.dropped.shape[-1])
+        outputs = Dropping(N_("outputs"), int(read.dropped[heard].sum()), int(heard.sum()) * read.dropped.shape[-1])
         dropped = seen = 0
         ratios = []
         for t in range(self.T):
@@ -141,6 +144,6 @@ class _Heads:
                 ratios.append(ratio.sum(dim=-1)[~zero.any(dim=-1)])
         kept = torch.cat(ratios) if ratios else torch.zeros(0, dtype=torch.float64)
         scale = float(kept.median()) if kept.numel() else None
-        if nominal is not None and scale is not None and (odd := uneven(kept, scale, "attention weights")):
+        if nominal is not None and scale is not None and (odd := uneven(kept, scale, N_("attention weights"))):
             return Trace("MultiHeadAttention", (), scale, 2, odd)
-        return Trace("MultiHeadAttention", (Dropping("attention weights", dropped, seen), outputs), scale, 2)
+        return Trace("MultiHeadAttention", (Dropping(N_("attention weights"), dropped, seen), outputs), scale, 2)

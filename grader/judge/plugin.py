@@ -35,6 +35,7 @@ from grader.host.session import GradingSession
 from grader.inside.shared import TEST_MODULES
 from grader.judge.checks import NAN_HINT, manual_seed
 from grader.judge.measures import fresh_worker
+from grader.lang import N_, tr
 
 MAX_MESSAGE_CHARS = 1500
 PRINTED_LINES = 10
@@ -48,7 +49,7 @@ _DIAGNOSED = pytest.StashKey[dict[str, str]]()  # exercise -> what its first fai
 _NAMED = pytest.StashKey[dict[str, list[str]]]()  # exercise -> the catalogue's names of the mistakes it found
 _FAILED = pytest.StashKey[set[str]]()  # exercises with a failed test so far in this run
 DIAGNOSIS_CALL_TIMEOUT_S = 5.0  # the scenario's calls are small; a slow one means there is nothing to learn
-QUICK_SKIP = "skipped by --quick: run without --quick to earn these points"
+QUICK_SKIP = N_("skipped by --quick: run without --quick to earn these points")  # shown as tr(QUICK_SKIP)
 # Errors that say what is wrong with the code itself, whatever a test was checking: a name that is not defined, an
 # import that fails. A test's hint, about the symptom it looks for, would point away from them.
 # An error that names its own cause: a name or import error in a call, or a file that does not import at all.
@@ -183,14 +184,14 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         return None
     budget.used_up = True
     budget.tests_not_run += 1
-    pytest.fail(f"{budget.message}: this test was not run", pytrace=False)
+    pytest.fail(tr("{reason}: this test was not run", reason=budget.message), pytrace=False)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("quick"):
         for item in items:
             if item.get_closest_marker("slow"):
-                item.add_marker(pytest.mark.skip(reason=QUICK_SKIP))
+                item.add_marker(pytest.mark.skip(reason=tr(QUICK_SKIP)))
     # Tests that need a warm or a new worker run last. The sandbox warms up (about a second of fake tensors' imports,
     # see grader.inside.zygote) while the first worker runs the other tests: a worker forked then starts at once,
     # where the first one would pay that second itself, in the middle of the run. Reports keep the order collected.
@@ -257,11 +258,13 @@ def pytest_json_runtest_metadata(item: pytest.Item, call: pytest.CallInfo[None])
         exercise = exercise_of_test_file(Path(str(item.path)).name)
         printed = _printed(item)  # before the diagnosis's own calls print anything
         diagnosis = _diagnosis(item, exercise, call.excinfo.value)
-        metadata["message"] = feedback(call.excinfo.value, printed=printed, exercise=exercise, diagnosis=diagnosis)
+        message = feedback(call.excinfo.value, printed=printed, exercise=exercise, diagnosis=diagnosis)
+        metadata["message"] = message
         if diagnosis.startswith("Diagnosis: ") and exercise is not None:  # the failure that ran the diagnosis
             metadata["diagnosed"] = item.config.stash.get(_NAMED, {}).get(exercise, [])
-        # A hint from what this failure measured (a known mistake, NaN seen) holds whatever else fails.
-        metadata["hint_measured"] = bool(diagnosis) or NAN_HINT in metadata["message"]
+        # A hint from what this failure measured (a known mistake, NaN seen, in either language) holds whatever
+        # else fails.
+        metadata["hint_measured"] = bool(diagnosis) or NAN_HINT in message or tr(NAN_HINT) in message
     return metadata
 
 

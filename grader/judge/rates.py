@@ -20,8 +20,10 @@ import torch
 from grader.host.failures import SubmissionFailure
 from grader.host.remote import Remote
 from grader.judge import head_traces, tracers
+from grader.judge.expect import hint_suffix
 from grader.judge.structure import describe
 from grader.judge.tracers import Part, Setup, Trace, within
+from grader.lang import tr
 
 Module = torch.nn.Module | Remote
 
@@ -49,7 +51,8 @@ def traces(listed: tuple[tuple[str, str], ...], module: Module, *, training: boo
     parameters, buffers = _tensors(info.parameters), _tensors(info.buffers)  # the worker's word, checked once
     for path, _ in listed:
         if path and path not in info.classes:
-            raise AssertionError(f"{what} has no submodule {path}. Hint: use the attribute names of the docstring.")
+            raise AssertionError(tr("{what} has no submodule {path}.", what=what, path=path)
+                                 + hint_suffix(tr("use the attribute names of the docstring.")))
     get = module.get_submodule if any(path for path, _ in listed) else None
     handles = [get(path) if path and get is not None else module for path, _ in listed]
     setups = [SETUPS[kind](_part(parameters, buffers, path, kind, handle))
@@ -63,29 +66,35 @@ def expect_dropout(kind: str, module: Module, p: float, *, what: str, hint: str 
                    n_layers: int = 2) -> None:
     """Fail as feedback unless every dropout of `module` (a contract module of class `kind`, or each contract
     part of a composite one) acts with probability p in training mode, and none acts in eval mode."""
-    mode = "in training mode" if training else "in eval mode"
     for path, trace in traces(parts(kind, n_layers), module, training=training, what=what):
         where = f"{what}.{path}" if path else what
-        expect_rate(trace, p if training else 0.0, what=f"{where} {mode}", hint=hint)
+        in_mode = (tr("{where} in training mode", where=where) if training
+                   else tr("{where} in eval mode", where=where))
+        expect_rate(trace, p if training else 0.0, what=in_mode, hint=hint)
 
 
 def expect_rate(trace: Trace, p: float, *, what: str, hint: str) -> None:
     """Fail as feedback unless every dropout of the trace dropped with probability p and scaled by 1 / (1 - p)."""
-    suffix = f" Hint: {hint}" if hint else ""
+    suffix = hint_suffix(hint)
     if trace.odd is not None:  # nothing measured: a hint about dropout would be a guess
-        raise AssertionError(f"{what}: {trace.odd}.")
+        raise AssertionError(tr("{what}: {why}.", what=what, why=trace.odd))
     for site in trace.sites:
         if not within(site, p):
-            expected = site.seen * p
-            about = "none" if p == 0 else f"about {expected:.0f} ({p:.0%})"
-            raise AssertionError(f"{what} dropped {site.dropped} of {site.seen} {site.site} ({site.rate:.0%}), "
-                                 f"where dropout with p = {p} drops {about}.{suffix}")
+            about = (tr("none") if p == 0
+                     else tr("about {count} ({share})", count=format(site.seen * p, ".0f"), share=format(p, ".0%")))
+            raise AssertionError(
+                tr("{what} dropped {dropped} of {seen} {site} ({rate}), where dropout with p = {p} drops {about}.",
+                   what=what, dropped=site.dropped, seen=site.seen, site=tr(site.site), rate=format(site.rate, ".0%"),
+                   p=p, about=about) + suffix)
     want = (1 - p) ** -trace.chained
     if trace.scale is not None and abs(trace.scale - want) > 1e-3 * want:
         what_scales = ("1 / (1 - p)" if trace.chained == 1
-                       else f"(1 / (1 - p))^{trace.chained}, one 1 / (1 - p) per dropout")
-        raise AssertionError(f"{what} scaled the values it kept by {trace.scale:.4f}, where dropout with p = {p} "
-                             f"scales them by {what_scales} = {want:.4f}.{suffix}")
+                       else tr("(1 / (1 - p))^{n}, one 1 / (1 - p) per dropout", n=trace.chained))
+        raise AssertionError(
+            tr("{what} scaled the values it kept by {scale}, where dropout with p = {p} scales them by {factor} = "
+               "{want}.", what=what, scale=format(trace.scale, ".4f"), p=p, factor=what_scales,
+               want=format(want, ".4f"))
+            + suffix)
 
 
 def parts(kind: str, n_layers: int = 2) -> tuple[tuple[str, str], ...]:
@@ -147,9 +156,10 @@ def _load(module: Module, parameters: dict[str, dict[str, Any]], listed: tuple[t
                           listed[0])
         inside = sorted(n[len(path) + 1:] if path else n for n in parameters if not path or n.startswith(path))
         shown = name[len(path) + 1:] if path else name
-        raise AssertionError(f"{kind} has no parameter or buffer {shown!r}; its parameters start "
-                             f"{inside[:4] or 'none'}. Hint: the grader loads weights by name: use the attribute "
-                             "names of the docstring.")
+        raise AssertionError(
+            tr("{name} has no parameter or buffer {key}; its parameters start {names}.", name=kind, key=repr(shown),
+               names=inside[:4] or tr("none"))
+            + hint_suffix(tr("the grader loads weights by name: use the attribute names of the docstring.")))
     zeros = {}
     for primary, entry in parameters.items():
         names = (primary, *entry.get("aliases", ()))
@@ -183,7 +193,7 @@ def _under(path: str, name: str) -> str:
 def _keys(result: object) -> tuple[list[str], list[str]]:
     """load_state_dict's (missing, unexpected), read defensively: names the module reports."""
     if not (isinstance(result, (tuple, list)) and len(result) == 2):
-        raise AssertionError("load_state_dict did not return its missing and unexpected keys")
+        raise AssertionError(tr("load_state_dict did not return its missing and unexpected keys"))
     missing, unexpected = ([str(name) for name in keys] if isinstance(keys, (list, tuple)) else [] for keys in result)
     return missing, unexpected
 

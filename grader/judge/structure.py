@@ -10,7 +10,8 @@ import torch
 
 from grader.host.remote import Remote
 from grader.inside.shared.instrument import names_by_tensor
-from grader.judge.expect import expect_tuple
+from grader.judge.expect import expect_tuple, hint_suffix
+from grader.lang import tr
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,8 @@ def describe(module: torch.nn.Module | Remote) -> ModuleInfo:
         info = module._connection.request({"op": "describe", "target": module._resolved()._handle}, {},
                                           what=f"{module._name}")
         if not info.get("is_module"):
-            raise AssertionError(f"{module._name} should be a torch.nn.Module, got {info.get('type')}")
+            raise AssertionError(tr("{name} should be a torch.nn.Module, got {type}", name=module._name,
+                                    type=info.get("type")))
         return ModuleInfo(info["type"], by_name(info["parameters"]), info["buffers"], info["modules"], info["training"])
     persistent = set(module.state_dict(keep_vars=True))
     return ModuleInfo(
@@ -117,8 +119,9 @@ def load_parameters(
     info = describe(module)
     if unexpected:
         raise AssertionError(
-            f"{name} has no parameter or buffer {unexpected[0]!r}; its parameters start "
-            f"{sorted(info.parameters)[:4] or 'none'}. Hint: the grader loads weights by name: {names_hint}."
+            tr("{name} has no parameter or buffer {key}; its parameters start {names}.", name=name,
+               key=repr(unexpected[0]), names=sorted(info.parameters)[:4] or tr("none"))
+            + hint_suffix(tr("the grader loads weights by name: {names}.", names=names_hint))
         )
     # a parameter is loaded when any of its names is (an alias shares its weights)
     extra = [key for key in missing if key in info.parameters and key not in allow
@@ -148,11 +151,16 @@ def expect_structure(module: torch.nn.Module | Remote, reference: torch.nn.Modul
                                        ("buffer", got.buffers, want.buffers, True)):
         missing = [name for name in need if name not in have]
         unexpected = [] if extra_ok else [name for name in have if name not in need]
-        shapes = [f"{name} {have[name]['shape']} (expected {shape['shape']})" for name, shape in need.items()
+        shapes = [tr("{name} {shape} (expected {expected})", name=name, shape=have[name]["shape"],
+                     expected=shape["shape"]) for name, shape in need.items()
                   if name in have and have[name]["shape"] != shape["shape"] and name not in any_size]
-        problems += [f"no {kind} {missing[:3]}" if missing else "",
-                     f"unexpected {kind}(s) {unexpected[:3]}" if unexpected else "",
-                     f"{kind} shapes differ: {'; '.join(shapes[:2])}" if shapes else ""]
+        parameters = kind == "parameter"
+        problems += [(tr("no parameter {names}", names=missing[:3]) if parameters
+                      else tr("no buffer {names}", names=missing[:3])) if missing else "",
+                     tr("unexpected parameter(s) {names}", names=unexpected[:3]) if unexpected else "",
+                     (tr("parameter shapes differ: {shapes}", shapes="; ".join(shapes[:2])) if parameters
+                      else tr("buffer shapes differ: {shapes}", shapes="; ".join(shapes[:2]))) if shapes else ""]
     found = ", ".join(problem for problem in problems if problem)
     if found:
-        raise AssertionError(f"{what} differs from the contract's: {found}. Hint: {hint}")
+        raise AssertionError(tr("{what} differs from the contract's: {found}.", what=what, found=found)
+                             + f" Hint: {hint}")

@@ -16,12 +16,13 @@ from typing import Any, Protocol
 
 import torch
 
-from grader.judge.expect import expect_tensor
+from grader.judge.expect import expect_tensor, hint_suffix
+from grader.lang import N_, tr
 
 BATCH, LENGTH = 16, 8
 # What a trace that no dropout explains says, and no more: the dropout could not be measured, for one of two reasons.
-UNREAD = ("so its dropout could not be measured: either a dropout acts somewhere the contract has none, or the rest "
-          "of forward computes something else (the other tests say what)")
+UNREAD = N_("so its dropout could not be measured: either a dropout acts somewhere the contract has none, or the rest "
+            "of forward computes something else (the other tests say what)")
 VALUE_RTOL = 1e-4  # kept values are one float32 product away from their nominal value
 READ_RTOL = 1e-3  # values read back through random weights: float32 sums and a solve away from their nominal
 SHOWN = 0.2  # a no-dropout value under this is too small to read its ratio from
@@ -81,7 +82,7 @@ def _ratios(kind: str, ratios: torch.Tensor, site: str) -> Trace:
     """Each value over its no-dropout value: each must be 0 (dropped) or one common scale."""
     ratios = ratios.detach().double().flatten()
     if not bool(ratios.isfinite().all()):
-        return Trace(kind, (), None, 1, f"its {site} hold NaN or inf where every value is finite")
+        return Trace(kind, (), None, 1, _not_finite(site))
     dropped = ratios.abs() <= READ_RTOL
     kept = ratios[~dropped]
     if kept.numel() == 0:
@@ -99,9 +100,13 @@ def uneven(kept: torch.Tensor, scale: float, site: str) -> str:
     off = (kept - scale).abs() > READ_RTOL * abs(scale)
     if not bool(off.any()):
         return ""
-    return (f"of its {site}, read back from its output, some came out {scale:.4f} and others "
-            f"{float(kept[off][0]):.4f} times their value without dropout, which no dropout gives (it scales every "
-            f"value it keeps alike), {UNREAD}")
+    return tr("of its {site}, read back from its output, some came out {scale} and others {other} times their value "
+              "without dropout, which no dropout gives (it scales every value it keeps alike), {unread}",
+              site=tr(site), scale=f"{scale:.4f}", other=f"{float(kept[off][0]):.4f}", unread=tr(UNREAD))
+
+
+def _not_finite(site: str) -> str:
+    return tr("its {site} hold NaN or inf where every value is finite", site=tr(site))
 
 
 def _unscaled(kind: str, weight: torch.Tensor, below: torch.Tensor, site: str) -> Trace:
@@ -109,7 +114,7 @@ def _unscaled(kind: str, weight: torch.Tensor, below: torch.Tensor, site: str) -
     0), and the rows with none dropped sum to the scale (1 without dropout)."""
     weight = weight.detach().double()
     if not bool(weight.isfinite().all()):
-        return Trace(kind, (), None, 1, f"its {site} hold NaN or inf where every value is finite")
+        return Trace(kind, (), None, 1, _not_finite(site))
     dropped = (weight.abs() <= READ_RTOL * float(weight.abs().max().clamp_min(1e-12))) & below
     whole = weight.sum(dim=-1)[~dropped.any(dim=-1)]
     scale = float(whole.median()) if whole.numel() else None
@@ -173,7 +178,7 @@ def _feed_forward(info: Part) -> Setup:
         out = checked_output(call(x), what="FeedForward output", shape=(BATCH, LENGTH, d_model)).double()
         seen = (out - weights["w2.bias"].double()) @ columns * math.sqrt(width)  # (m * hidden * scale)
         shown = hidden >= SHOWN
-        return _ratios("FeedForward", seen[shown] / hidden[shown], "hidden activations")
+        return _ratios("FeedForward", seen[shown] / hidden[shown], N_("hidden activations"))
 
     return Setup(weights, (), run)
 
@@ -184,17 +189,19 @@ def _residual(info: Part) -> Setup:
 
     def run(call: Calls, training: bool) -> Trace:  # x + dropout(ones): the sublayer ignores what the norm gives
         out = checked_output(call(x, call.torch.ones_like), what="ResidualConnection output", shape=x.shape)
-        return _ratios("ResidualConnection", out.double() - x.double(), "outputs of the sublayer")
+        return _ratios("ResidualConnection", out.double() - x.double(), N_("outputs of the sublayer"))
 
     return Setup(None, (), run)
 
 
 def _positional(info: Part) -> Setup:
     if "pe" not in info.buffers:
-        raise AssertionError(f"PositionalEncoding has no buffer pe (buffers: {sorted(info.buffers)[:4]})")
+        raise AssertionError(tr("PositionalEncoding has no buffer pe (buffers: {names})",
+                                names=sorted(info.buffers)[:4]))
     if len(info.buffers["pe"]["shape"]) != 3:
-        raise AssertionError(f"PositionalEncoding.pe has shape {info.buffers['pe']['shape']}, expected (1, max_len, "
-                             "d_model). Hint: register pe.unsqueeze(0) as the buffer.")
+        raise AssertionError(tr("PositionalEncoding.pe has shape {shape}, expected (1, max_len, d_model).",
+                                shape=info.buffers["pe"]["shape"])
+                             + hint_suffix(tr("register pe.unsqueeze(0) as the buffer.")))
     _, max_len, d_model = info.buffers["pe"]["shape"]
     dtype = getattr(torch, str(info.buffers["pe"]["dtype"]), torch.float32)
     x = torch.randn(BATCH, min(LENGTH, max_len), d_model).to(dtype)
@@ -204,7 +211,7 @@ def _positional(info: Part) -> Setup:
         nominal = (x + pe[:, : x.shape[1]].to(x.dtype)).double()
         out = checked_output(call(x), what="PositionalEncoding output", shape=x.shape).double()
         shown = nominal.abs() >= SHOWN
-        return _ratios("PositionalEncoding", out[shown] / nominal[shown], "values of x + pe")
+        return _ratios("PositionalEncoding", out[shown] / nominal[shown], N_("values of x + pe"))
 
     return Setup(None, (), run)
 
@@ -234,17 +241,17 @@ def _head(info: Part) -> Setup:
 
     def run(call: Calls, training: bool) -> Trace:
         unread = Trace("HeadAttention", (), None, 1,
-                       f"its output is not value(x) weighted by attention weights, {UNREAD}")
+                       tr("its output is not value(x) weighted by attention weights, {unread}", unread=tr(UNREAD)))
         if not training:  # every weight of a causal row is there (a softmax is never 0), and each row sums to 1
             weight = read(call(x))
-            return unread if weight is None else _unscaled("HeadAttention", weight, below, "attention weights")
+            return unread if weight is None else _unscaled("HeadAttention", weight, below, N_("attention weights"))
         call.mode(False)
         nominal = read(call(x))
         call.mode(True)
         weight = read(call(x))
         if nominal is None or weight is None:
             return unread
-        return _ratios("HeadAttention", weight[:, below] / nominal[:, below], "attention weights")
+        return _ratios("HeadAttention", weight[:, below] / nominal[:, below], N_("attention weights"))
 
     return Setup(weights, ("tril",), run)
 # MultiHeadAttention's setup is in `head_traces` (`rates` adds it): reading heads back takes a module of its own.
@@ -266,7 +273,8 @@ class Part:
 def checked_output(value: object, *, what: str, shape: tuple[int, ...] | torch.Size) -> torch.Tensor:
     out = expect_tensor(value, name=what).detach()
     if tuple(out.shape) != tuple(shape):
-        raise AssertionError(f"{what} has shape {tuple(out.shape)}, expected {tuple(shape)}")
+        raise AssertionError(tr("{name} has shape {shape}, expected {expected}", name=what, shape=tuple(out.shape),
+                                expected=tuple(shape)))
     return out
 
 
@@ -276,8 +284,9 @@ def cast_weights(weights: dict[str, torch.Tensor], dtype: torch.dtype) -> dict[s
 
 def parameter_shape(info: Part, name: str, kind: str) -> list[int]:
     if name not in info.parameters:
-        raise AssertionError(f"{kind} has no parameter {name} (parameters: {sorted(info.parameters)[:4]}). "
-                             "Hint: use the attribute names of the docstring.")
+        raise AssertionError(tr("{kind} has no parameter {name} (parameters: {names}).", kind=kind, name=name,
+                                names=sorted(info.parameters)[:4])
+                             + hint_suffix(tr("use the attribute names of the docstring.")))
     return list(info.parameters[name]["shape"])
 
 

@@ -194,3 +194,134 @@ def test_grader_hint_and_list_read_in_chinese_with_lang_zh_and_in_english_with_l
     assert list_code == 0 and "课程练习" in listed and "文件" in listed and "进度" in listed, listed
     assert en_code == 0 and "Attentionisa" in en and "weightedaverage" in en and f"hint1of{count}" in en, en
     assert not re.search(r"[\u4e00-\u9fff]", en), en
+
+
+# --- the graded tests' feedback (grader/judge): built through `tr`, Chinese under zh, English as it was under en ---
+
+JUDGE_MESSAGES = (
+    "{name} differs from the expected value at index {index}: got {got}, expected {expected} (error {error}, "
+    "tolerance {tolerance}); {count} of {total} values are off.",
+    "{name} has shape {shape}, expected {expected}.",
+    "{name} has {count} NaN value(s), first at index {index}; expected {expected}.",
+    "{name} should be a torch.Tensor, got {kind}",
+    "{what} differs from the contract's: {found}.",
+    "{what} dropped {dropped} of {seen} {site} ({rate}), where dropout with p = {p} drops {about}.",
+    "{reason}: this test was not run",
+)
+
+
+def test_the_extractor_finds_the_judges_messages():
+    used = used_messages()
+    unseen = [message for message in JUDGE_MESSAGES if message not in used]
+    assert not unseen, unseen
+    assert sum(where.startswith("grader/judge/") for where in used.values()) >= 50
+
+
+def _judged(check) -> str:
+    with pytest.raises(AssertionError) as failure:
+        check()
+    return str(failure.value)
+
+
+def _feedback_in(language: str) -> dict[str, str]:
+    """What a few representative helpers of grader/judge say, in `language`."""
+    import torch
+
+    from grader.judge.checks import assert_close
+    from grader.judge.expect import expect_tensor, expect_tuple
+    from grader.judge.rates import expect_rate
+    from grader.judge.structure import expect_structure
+    from grader.judge.tracers import Dropping, Trace
+
+    class Wanted(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.key = torch.nn.Linear(4, 2, bias=False)
+
+    class Given(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.key = torch.nn.Linear(4, 3)
+
+    lang.use(language)
+    return {
+        "close": _judged(lambda: assert_close(torch.tensor([0.5, 0.25]), torch.tensor([0.5, 0.75]), atol=1e-3,
+                                              name="weights", hint="rows sum to 1.")),
+        "shape": _judged(lambda: assert_close(torch.zeros(2, 3), torch.zeros(3, 2), atol=1e-3, name="out")),
+        "nan": _judged(lambda: assert_close(torch.tensor([float("nan"), 1.0]), torch.tensor([0.0, 1.0]), atol=1e-3,
+                                            name="p_attn")),
+        "tensor": _judged(lambda: expect_tensor((1, 2), name="attention()")),
+        "tuple": _judged(lambda: expect_tuple(torch.zeros(2), 2, name="attention()")),
+        "structure": _judged(lambda: expect_structure(Given(), Wanted(), what="HeadAttention", hint="bias=False.")),
+        "rate": _judged(lambda: expect_rate(Trace("FeedForward", (Dropping("hidden activations", 0, 400),), 1.0, 1),
+                                            0.1, what="FeedForward in training mode", hint="")),
+    }
+
+
+def test_the_judges_feedback_reads_in_chinese_and_exactly_as_before_in_english():
+    try:
+        zh, en = _feedback_in("zh"), _feedback_in("en")
+    finally:
+        lang.use("en")
+    assert en == {
+        "close": "weights differs from the expected value at index (1,): got 0.25, expected 0.75 (error 0.5, "
+                 "tolerance 0.001); 1 of 2 values are off. Hint: rows sum to 1.",
+        "shape": "out has shape (2, 3), expected (3, 2).",
+        "nan": "p_attn has 1 NaN value(s), first at index (0,); expected 0. Hint: a softmax gives NaN where every "
+               "value it normalises is -inf (is it over the keys, dim=-1, and can a whole row be masked?), and exp() "
+               "overflows to inf then NaN.",
+        "tensor": "attention() should be a torch.Tensor, got a tuple of 2 values",
+        "tuple": "attention() should return a tuple of 2 values, got a tensor of shape (2,)",
+        "structure": "HeadAttention differs from the contract's: unexpected parameter(s) ['key.bias'], parameter "
+                     "shapes differ: key.weight [3, 4] (expected [2, 4]). Hint: bias=False.",
+        "rate": "FeedForward in training mode dropped 0 of 400 hidden activations (0%), where dropout with p = 0.1 "
+                "drops about 40 (10%).",
+    }
+    assert zh["close"] == ("weights 在索引 (1,) 处与期望值不符：得到 0.25，应为 0.75（误差 0.5，容差 0.001）；"
+                           "2 个值中有 1 个超出容差。 Hint: rows sum to 1."), zh["close"]
+    assert zh["shape"] == "out 的形状是 (2, 3)，应为 (3, 2)。", zh["shape"]
+    assert zh["nan"].startswith("p_attn 中有 1 个 NaN 值，第一个位于索引 (0,)；此处应为 0。 Hint: softmax 所归一化"), \
+        zh["nan"]
+    assert zh["tensor"] == "attention() 应为 torch.Tensor，实际得到的是一个包含 2 个值的 tuple", zh["tensor"]
+    assert zh["tuple"] == "attention() 应返回包含 2 个值的元组，实际得到的是一个形状为 (2,) 的张量", zh["tuple"]
+    assert zh["structure"].startswith("HeadAttention 与约定不符：多出了约定之外的参数 ['key.bias'], 参数形状不符："
+                                      "key.weight [3, 4]（应为 [2, 4]）。"), zh["structure"]
+    assert zh["rate"] == ("FeedForward in training mode 在 400 个隐藏层激活值中丢弃了 0 个（0%），"
+                          "而 p = 0.1 的 dropout 应丢弃约 40 个（10%）。"), zh["rate"]
+    for text in zh.values():
+        text.encode("gb2312")
+
+
+def test_a_nan_is_a_measured_hint_in_either_language():
+    """The plugin keeps the NaN hint (`hint_measured`) by finding it in the message, English or Chinese."""
+    from grader.judge.checks import NAN_HINT
+
+    try:
+        lang.use("zh")
+        chinese = lang.tr(NAN_HINT)
+    finally:
+        lang.use("en")
+    assert chinese != NAN_HINT and "dim=-1" in chinese and "-inf" in chinese
+
+
+def test_a_batch_slot_grades_in_the_language_the_batch_was_given(monkeypatch):
+    """`grader batch --lang zh` sets GRADER_LANG, which its slots inherit; a slot applies it before anything else."""
+    import types
+
+    from grader.batch import slot
+
+    class Started(Exception):
+        pass
+
+    def stop(*_: object) -> None:
+        raise Started
+
+    monkeypatch.setenv("GRADER_LANG", "zh")
+    monkeypatch.setattr(slot, "processes", types.SimpleNamespace(die_with_parent=lambda _signal: None))
+    monkeypatch.setattr(slot, "signal", types.SimpleNamespace(SIGTERM=15, default_int_handler=None, signal=stop))
+    try:
+        with pytest.raises(Started):
+            slot.main()
+        assert lang.current() == "zh"
+    finally:
+        lang.use("en")
