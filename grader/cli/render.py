@@ -94,6 +94,20 @@ def _one_cause_once(tests: list[TestResult]) -> list[tuple[TestResult, list[Test
     return list(groups.values())
 
 
+def _hint_once(message: str, shown: set[str]) -> str:
+    """`message`, its closing "Hint: ..." said once per exercise in the terminal: a diagnosis that explains every
+    failure of an exercise would otherwise close each of them the same way. Reports keep each message whole."""
+    # A diagnosis, said on a line of its own at the exercise's first failure, closes the later ones as their hint.
+    shown.update(line.removeprefix("Diagnosis: ") for line in message.splitlines() if line.startswith("Diagnosis: "))
+    head, separator, hint = message.rpartition(" Hint: ")
+    if not separator or "\n" in hint:
+        return message
+    if hint in shown:
+        return head + " " + tr("Hint: as above.")
+    shown.add(hint)
+    return message
+
+
 def points(value: float) -> str:
     """A score as people write it: 7.5, 10, 3.33."""
     return f"{value:.2f}".rstrip("0").rstrip(".")
@@ -142,6 +156,7 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False, file
         if exercise.absent:
             say(console, f"[dim]{marks.todo} {exercise.id}: {escape(exercise.absent)}[/]")
             continue
+        hints_shown: set[str] = set()
         for test, same in _one_cause_once(shown):
             mark = {"passed": f"[green]{marks.passed}[/]", "skipped": "[dim]-[/]"}.get(test.outcome,
                                                                                      f"[red]{marks.failed}[/]")
@@ -154,7 +169,7 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False, file
                 say(console, f"{name} [dim]{once}[/]")
                 continue
             say(console, name)
-            for line in test.message.splitlines():
+            for line in _hint_once(test.message, hints_shown).splitlines():
                 say(console, escape(line), indent=4)
             if same:
                 shown_names = ", ".join(_short(other.name) for other in same[:3]) + (", ..." if len(same) > 3 else "")

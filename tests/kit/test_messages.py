@@ -258,3 +258,27 @@ def test_a_nan_gets_the_hint_for_a_nan_not_the_tests_hint_for_wrong_values():
                      hint="mask is a keep mask: set scores where mask == 0 to -inf before the softmax.")
     assert "1 NaN value(s)" in str(failure.value) and NAN_HINT in str(failure.value)
     assert "keep mask" not in str(failure.value), str(failure.value)
+
+
+def test_a_hint_that_closes_every_failure_of_an_exercise_is_said_once_in_the_terminal():
+    """A diagnosis explains each failure of its exercise; the terminal says it once, then "as above", while the
+    report keeps every message whole (Gradescope shows each test alone)."""
+    from rich.console import Console
+
+    from grader.cli.render import render
+    from grader.grade.reports import GradeReport
+    from grader.grade.results import ExerciseResult
+    from grader.grade.results import TestOutcome as Outcome
+    from grader.grade.results import TestResult as Result_
+
+    cause = "blocked weights are zeroed after the softmax: fill the blocked scores with -inf before it."
+    messages = (f"rows differ.\nDiagnosis: {cause}", f"p_attn differs at (0, 1). Hint: {cause}",
+                f"p_attn differs at (1, 0). Hint: {cause}", "output differs. Hint: another cause.")
+    tests = tuple(Result_(f"hidden/test_attention.py::test_{i}", Outcome.FAILED, 0.0, 2.5, message)
+                  for i, message in enumerate(messages))
+    report = GradeReport("s", "all", "cpu", 1.0, "2.13.0", (ExerciseResult("attention", 0.0, 10.0, tests),))
+    console = Console(record=True, width=400, color_system=None)
+    render(report, console)
+    shown = console.export_text()
+    assert shown.count(cause) == 1 and shown.count("Hint: as above.") == 2 and "Hint: another cause." in shown
+    assert all(test.message in messages for test in report.exercises[0].tests)  # the report itself is unchanged
