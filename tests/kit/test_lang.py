@@ -150,7 +150,8 @@ def test_the_score_table_reads_in_chinese_and_in_english(tmp_path):
 
 
 def test_a_chinese_locale_gives_a_chinese_check_and_lang_en_gives_english_back(grader_env, tmp_path):
-    """As a student's terminal sets it: LANG=zh_CN.UTF-8, nothing else; then --lang en on the same terminal."""
+    """As a student's terminal sets it: LANG=zh_CN.UTF-8, nothing else, a check reads in Chinese; then --lang en on
+    the same terminal gives English back. GRADER_STATE_DIR keeps the check's progress, which `list` reads."""
     env = {**grader_env, "LANG": "zh_CN.UTF-8"}
     for name in ("GRADER_LANG", "LC_ALL", "LC_MESSAGES"):
         env.pop(name, None)
@@ -159,8 +160,9 @@ def test_a_chinese_locale_gives_a_chinese_check_and_lang_en_gives_english_back(g
     chinese = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert chinese.returncode == 0, chinese.stderr
     assert "尚未开始" in chinese.stdout and "评分用时" in chinese.stdout, chinese.stdout
-    english = subprocess.run([*command, "--lang", "en"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                             timeout=300)
+    # --lang en on the same terminal: `grader list`, which grades nothing, shows the same statuses.
+    english = subprocess.run([sys.executable, "-m", "grader", "list", "--submission", str(REPO / "exercises"),
+                              "--lang", "en"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert "not started" in english.stdout and "尚未开始" not in english.stdout, english.stdout
     assert os.environ.get("GRADER_LANG") in (None, "en")  # nothing of it leaked into this process
 
