@@ -23,7 +23,17 @@ from urllib.parse import quote
 from rich.console import Console
 
 from grader import __version__
-from grader.batch.summary import CSV_STATUS, ClassSummary, diagnosed, did_not_import, excerpt
+from grader.batch.jobs import Status
+from grader.batch.summary import (
+    CSV_STATUS,
+    ClassSummary,
+    diagnosed,
+    did_not_import,
+    excerpt,
+    first_line,
+    judges_own_code,
+)
+from grader.cli.render import points, render
 from grader.curriculum import BY_ID
 from grader.grade.reports import GradeReport, atomic_path
 from grader.grade.results import ExerciseResult, ExerciseStatus, TestOutcome
@@ -57,36 +67,44 @@ def write(results: list[Result], selection: Selection, summary: ClassSummary, ou
     """Write DIR/feedback/<id>.txt for every submission, then DIR/report.html; each file atomically."""
     folder = out / FEEDBACK_FOLDER
     folder.mkdir(exist_ok=True)
+    reports = {result.id: _graded_report(result) for result in results}  # each report read once, for both
     for result in results:
-        _write_text(folder / f"{result.id}.txt", feedback_text(result))
+        _write_text(folder / f"{result.id}.txt", feedback_text(result, reports[result.id]))
     ids = {f"{result.id}.txt" for result in results}
     for stale in folder.glob("*.txt"):  # a submission no longer in the folder leaves no feedback behind
         if stale.name not in ids:
             stale.unlink(missing_ok=True)
-    _write_text(out / "report.html", page(results, selection, summary))
+    _write_text(out / "report.html", page(results, selection, summary, reports))
 
 
-def feedback_text(result: Result) -> str:
-    """What `grader check` prints for this submission (plain text), or why it was not graded."""
-    status = CSV_STATUS[result.ended]
-    if status != "graded":
+def _graded_report(result: Result) -> GradeReport | None:
+    """A graded submission's report, read back; None for one that was not graded (or whose report is unreadable)."""
+    if result.ended != Status.GRADED:
+        return None
+    try:
+        return GradeReport.from_json(dict(result.report))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def feedback_text(result: Result, report: GradeReport | None) -> str:
+    """What `grader check` prints for this submission (plain text, from its `report`), or why it was not graded."""
+    if report is None:
         reasons = result.report.get("warnings") or ["no reason was recorded"]
-        return clean(f"{result.id}: {status}, not graded: {reasons[0]}\n")
+        return clean(f"{result.id}: {CSV_STATUS[result.ended]}, not graded: {reasons[0]}\n")
     console = Console(file=io.StringIO(), width=100, color_system=None, force_terminal=False, soft_wrap=False,
                       emoji=False)
-    from grader.cli.render import render
-
-    report = GradeReport.from_json(dict(result.report))
     # Titled by the id, not the path it was graded from: a file that may be handed to the student names no folder
     # of the instructor's.
     render(dataclasses.replace(report, submission=result.id), console, verbose=False, warnings_to=console)
     return clean(console.file.getvalue())  # type: ignore[attr-defined]
 
 
-def page(results: list[Result], selection: Selection, summary: ClassSummary) -> str:
-    """The whole report.html."""
+def page(results: list[Result], selection: Selection, summary: ClassSummary,
+         reports: dict[str, GradeReport | None]) -> str:
+    """The whole report.html; `reports`, each graded submission's report by id."""
     sections = [_overview(summary, selection), _charts(summary), _mistakes(summary), _imports(summary),
-                _hardest(summary), _not_graded(summary), _students(results, selection)]
+                _hardest(summary), _not_graded(summary), _students(results, selection, reports)]
     title = f"Class report: {summary.submissions} submissions"
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f'<meta http-equiv="Content-Security-Policy" content="{POLICY}">\n'
@@ -103,7 +121,7 @@ def _overview(summary: ClassSummary, selection: Selection) -> str:
     if summary.mean_score is None:
         lines.append('<p class="warn">No submission was graded: no class mean, charts or tests most students fail.</p>')
     else:
-        lines.append(f"<p><strong>Mean {_points(summary.mean_score)} / {_points(summary.max_score)}</strong> over the "
+        lines.append(f"<p><strong>Mean {points(summary.mean_score)} / {points(summary.max_score)}</strong> over the "
                      f"{summary.scored} graded submissions; refused, limit and grader-error ones are listed apart.</p>")
     if summary.sandboxes.get("none"):
         lines.append(f'<p class="warn">{summary.sandboxes["none"]} submissions were graded without isolation '
@@ -131,7 +149,7 @@ def _histogram_table(summary: ClassSummary) -> str:
 
 
 def _means_table(summary: ClassSummary) -> str:
-    rows = "".join(f"<tr><td>{_e(x)}</td><td class=n>{_points(mean or 0.0)} / {_points(float(BY_ID[x].points))}"
+    rows = "".join(f"<tr><td>{_e(x)}</td><td class=n>{points(mean or 0.0)} / {points(float(BY_ID[x].points))}"
                    "</td></tr>" for x, mean in summary.exercises.items())
     return f'<table class="means"><tr><th>Exercise</th><th>Mean</th></tr>{rows}</table>'
 
@@ -198,16 +216,17 @@ def _not_graded(summary: ClassSummary) -> str:
             f"<table><tr><th>Submission</th><th>What</th><th>Reason</th></tr>{rows}</table>")
 
 
-def _students(results: list[Result], selection: Selection) -> str:
+def _students(results: list[Result], selection: Selection, reports: dict[str, GradeReport | None]) -> str:
     """A row of scores per student, and under it what to look at: the diagnosed mistakes, the first problem, the
     feedback that student sees."""
     header = "".join(f"<th>{_e(x).replace('_', '_<wbr>')}</th>" for x in selection.exercises)
     rows = []
     for result in results:
         status = CSV_STATUS[result.ended]
-        exercises = _exercises(result) if status == "graded" else {}
+        report = reports[result.id]
+        exercises = {exercise.id: exercise for exercise in report.exercises} if report is not None else {}
         cells = "".join(_score_cell(exercises.get(x)) for x in selection.exercises)
-        total = _points(float(result.report.get("score", 0.0))) if status == "graded" else _e(status)
+        total = points(float(result.report.get("score", 0.0))) if status == "graded" else _e(status)
         rows.append(f'<tr id="{_anchor(result.id)}" class="scores"><td><bdi>{_e(result.id)}</bdi></td>'
                     f"<td class=n>{total}</td>{cells}</tr>")
         details = [f'<a href="{FEEDBACK_FOLDER}/{quote(result.id)}.txt">feedback</a>']
@@ -224,13 +243,6 @@ def _students(results: list[Result], selection: Selection) -> str:
             f"{header}</tr>" + "".join(rows) + "</table>")
 
 
-def _exercises(result: Result) -> dict[str, ExerciseResult]:
-    try:
-        return {e.id: e for e in GradeReport.from_json(dict(result.report)).exercises}
-    except (KeyError, TypeError, ValueError):
-        return {}
-
-
 def _score_cell(exercise: ExerciseResult | None) -> str:
     if exercise is None:
         return "<td class=n>–</td>"
@@ -244,19 +256,18 @@ def _score_cell(exercise: ExerciseResult | None) -> str:
     elif did_not_import(exercise):
         note = "did not import"
     shown = f"<br><span class=note>{_e(note)}</span>" if note else ""
-    return f"<td class=n>{_points(exercise.score)}{shown}</td>"
+    return f"<td class=n>{points(exercise.score)}{shown}</td>"
 
 
 def _first_problem(exercises: dict[str, ExerciseResult]) -> str:
     """The first failing test's message in the first exercise that fails on its own (not blocked, started)."""
     for exercise in exercises.values():
-        if exercise.blocked_by or exercise.absent or exercise.status == ExerciseStatus.NOT_STARTED:
+        if not judges_own_code(exercise):
             continue
         failed = next((t for t in exercise.tests if t.outcome in (TestOutcome.FAILED, TestOutcome.ERROR)
                        and t.max_points > 0), None)
         if failed is not None:
-            first = failed.message.strip().splitlines()[0] if failed.message.strip() else "failed"
-            return f"{exercise.id}: {excerpt(first, FIRST_PROBLEM_CHARACTERS)}"
+            return f"{exercise.id}: {excerpt(first_line(failed.message) or 'failed', FIRST_PROBLEM_CHARACTERS)}"
     return ""
 
 
@@ -273,10 +284,6 @@ def _from(submission_id: str) -> str:
 
 def _anchor(submission_id: str) -> str:
     return "s-" + quote(submission_id, safe="")
-
-
-def _points(value: float) -> str:
-    return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
 def _e(text: object) -> str:

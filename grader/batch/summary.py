@@ -139,6 +139,8 @@ def summarise(results: list[Result], selection: Selection) -> ClassSummary:
     """Class statistics over the scored submissions, the refused and grader-error ones counted apart."""
     maximum = sum(float(BY_ID[x].points) for x in selection.exercises)
     scored = [r.report for r in results if r.ended in SCORED]
+    # Each graded report read once, for the two statistics over the exercises that judged the student's own code.
+    judged = [(r.id, _judged_exercises(r.report)) for r in results if r.ended == Status.GRADED]
     return ClassSummary(
         submissions=len(results),
         statuses={name: sum(CSV_STATUS[r.ended] == name for r in results) for name in CSV_STATUS.values()},
@@ -148,10 +150,10 @@ def summarise(results: list[Result], selection: Selection) -> ClassSummary:
         mean_score=_mean([r.get("score", 0.0) for r in scored]),
         exercises={x: _mean([_exercise_score(r, x) for r in scored]) for x in selection.exercises},
         histogram=_histogram([r.get("score", 0.0) for r in scored], maximum),
-        hardest_tests=_hardest_tests([r.report for r in results if r.ended == Status.GRADED]),
+        hardest_tests=_hardest_tests(judged),
         limits=[hit for r in results if (hit := _limit_hit(r))],
         mistakes=_class_mistakes(results),
-        did_not_import=_import_failures(results),
+        did_not_import=_import_failures(judged),
     )
 
 
@@ -161,19 +163,29 @@ def did_not_import(exercise: ExerciseResult) -> str:
     ran = [test for test in exercise.tests if test.outcome != TestOutcome.SKIPPED and test.max_points > 0]
     if not ran or any(test.outcome != TestOutcome.ERROR for test in ran):
         return ""
-    return ran[0].message.strip().splitlines()[0] if ran[0].message.strip() else ""
+    return first_line(ran[0].message)
 
 
-def _import_failures(results: list[Result]) -> list[ImportFailure]:
+def first_line(message: str) -> str:
+    """A message's first line (after leading blank ones); "" for an empty one."""
+    return next(iter(message.strip().splitlines()), "")
+
+
+def judges_own_code(exercise: ExerciseResult) -> bool:
+    """Whether `exercise`'s tests judged the student's own code: not blocked by a failing prerequisite, not an
+    unstarted stub, and in the submission."""
+    return not exercise.blocked_by and exercise.status not in (ExerciseStatus.NOT_STARTED,
+                                                                ExerciseStatus.NOT_SUBMITTED)
+
+
+def _import_failures(judged: list[tuple[str, list[ExerciseResult]]]) -> list[ImportFailure]:
     who: dict[str, list[str]] = {}
     examples: dict[str, dict[str, list[str]]] = {}
-    for result in results:
-        if result.ended != Status.GRADED:
-            continue
-        for exercise in _judged_exercises(result.report):
+    for submission_id, exercises in judged:
+        for exercise in exercises:
             if line := did_not_import(exercise):
-                who.setdefault(exercise.id, []).append(result.id)
-                examples.setdefault(exercise.id, {}).setdefault(excerpt(line), []).append(result.id)
+                who.setdefault(exercise.id, []).append(submission_id)
+                examples.setdefault(exercise.id, {}).setdefault(excerpt(line), []).append(submission_id)
     ranked = sorted(who, key=lambda x: -len(who[x]))  # stable: curriculum order among equals
     return [ImportFailure(x, len(who[x]), who[x], *_most_common(examples[x])) for x in ranked]
 
@@ -213,7 +225,7 @@ def _histogram(scores: list[float], maximum: float) -> list[ScoreBin]:
     return [ScoreBin(10 * i, 10 * i + 10, bins.get(i, 0)) for i in range(10)]
 
 
-def _hardest_tests(reports: list[ReportJSON]) -> list[HardTest]:
+def _hardest_tests(judged: list[tuple[str, list[ExerciseResult]]]) -> list[HardTest]:
     """The ten tests with the lowest pass rate, of those some submission failed, counted where each judged the
     exercise's own code: an exercise blocked by a failing prerequisite, not started (a stub) or not in the
     submission says nothing of the test, only of what came before it; nor does a test that errored because its
@@ -222,9 +234,8 @@ def _hardest_tests(reports: list[ReportJSON]) -> list[HardTest]:
     seen: Counter[str] = Counter()
     exercise_of: dict[str, str] = {}
     examples: dict[str, dict[str, list[str]]] = {}  # test -> message -> who failed with it
-    for report in reports:
-        who = str(report.get("id", ""))
-        for exercise in _judged_exercises(report):
+    for who, exercises in judged:
+        for exercise in exercises:
             for test in exercise.tests:
                 # A test that errored never got to check anything (its file did not import): `did_not_import`.
                 if test.outcome in (TestOutcome.SKIPPED, TestOutcome.ERROR) or test.max_points <= 0:
@@ -260,8 +271,7 @@ def _judged_exercises(report: ReportJSON) -> list[ExerciseResult]:
         exercises = GradeReport.from_json(dict(report)).exercises
     except (KeyError, TypeError, ValueError):
         return []
-    return [e for e in exercises
-            if not e.blocked_by and e.status not in (ExerciseStatus.NOT_STARTED, ExerciseStatus.NOT_SUBMITTED)]
+    return [exercise for exercise in exercises if judges_own_code(exercise)]
 
 
 def _limit_hit(result: Result) -> LimitHit | None:

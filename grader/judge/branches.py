@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 import torch
 
-from grader.judge.expect import expect_tensor
+from grader.judge.expect import expect_tensor, hint_suffix
 from grader.judge.tracers import SPREAD, VALUE_RTOL
 from grader.lang import tr
 
@@ -84,4 +84,4 @@ def expect_branch_dropped(out: torch.Tensor, *, groups: int, p: float, chained: 
     feature by `chained` dropouts with probability p (`branch_verdict`)."""
     verdict, message = branch_verdict(expect_tensor(out, name=what), groups=groups, p=p, chained=chained)
     if verdict != "once":
-        raise AssertionError(tr("{what} {why}.", what=what, why=message) + f" Hint: {hint}")
+        raise AssertionError(tr("{what} {why}.", what=what, why=message) + hint_suffix(hint))

@@ -163,4 +163,4 @@ def expect_structure(module: torch.nn.Module | Remote, reference: torch.nn.Modul
     found = ", ".join(problem for problem in problems if problem)
     if found:
         raise AssertionError(tr("{what} differs from the contract's: {found}.", what=what, found=found)
-                             + f" Hint: {hint}")
+                             + hint_suffix(hint))
