@@ -1,9 +1,12 @@
 """`lang` chooses the language a person reads, and translates the kit's messages into it.
 
 Messages are templates whose English text is the message id, with named placeholders:
-`tr("Graded in {seconds} s", seconds="4.2")`. Translations live in gettext catalogs,
-`grader/locale/<language>/LC_MESSAGES/grader.po`, read and compiled by Babel when first needed and
-looked up by the standard `gettext`; a message the catalog lacks is shown in English. Numbers, shapes,
+`tr("Graded in {seconds} s", seconds="4.2")`. Translations live in gettext catalogs, one per part of the kit
+(`DOMAINS`): the grader's own messages, the public suite's, the hidden suite's and the catalogue of mistakes'
+diagnoses, each next to what it translates (`<folder>/<language>/LC_MESSAGES/<domain>.po`), so that a catalog
+ships exactly where its messages do (the student release has no hidden tests, and no translation of them
+either). They are read and compiled by Babel when first needed and looked up by the standard `gettext`, one
+after the other; a message no catalog has is shown in English. Numbers, shapes,
 code and names are placeholders, so they stay as they are in every language. The Chinese catalog uses
 the course notes' terms (docs/glossary.md). Text kept in a table and shown later (the hints) is marked with
 `N_` where it is written, so that the extractor finds it, and goes through `tr(text)` where it is shown.
@@ -18,12 +21,20 @@ import functools
 import gettext
 import io
 import os
-from collections.abc import Mapping
+import string
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 LANGUAGES = ("en", "zh")
-DOMAIN = "grader"
-CATALOGS = Path(__file__).resolve().parent / "locale"
+PSEUDO = "qps"  # a pseudo-language for the kit's tests: every translated text is bracketed, ⟦like this⟧
+KIT = Path(__file__).resolve().parents[1]
+DOMAINS = {  # domain: the folder of its catalogs, relative to the kit root
+    "grader": "grader/locale",
+    "public": "tests/public/locale",
+    "hidden": "tests/hidden/locale",
+    "mistakes": "solutions/mistakes/locale",
+}
 _active: gettext.NullTranslations = gettext.NullTranslations()
 _language = "en"
 
@@ -32,6 +43,8 @@ def choose(asked: str | None = None, environ: Mapping[str, str] = os.environ) ->
     """The language to use: `asked` (from --lang), else GRADER_LANG, else the locale's; "en" or "zh"."""
     if asked:
         return asked if asked in LANGUAGES else "en"
+    if environ.get("GRADER_LANG") == PSEUDO:
+        return PSEUDO
     for name in ("GRADER_LANG", "LC_ALL", "LC_MESSAGES", "LANG"):
         value = environ.get(name, "")
         if value:
@@ -42,7 +55,7 @@ def choose(asked: str | None = None, environ: Mapping[str, str] = os.environ) ->
 def use(language: str) -> None:
     """Translate from now on into `language`; GRADER_LANG carries it to the grader's own child processes."""
     global _active, _language
-    _language = language if language in LANGUAGES else "en"
+    _language = language if language in (*LANGUAGES, PSEUDO) else "en"
     _active = translations(_language)
     os.environ["GRADER_LANG"] = _language
 
@@ -51,21 +64,45 @@ def current() -> str:
     return _language
 
 
+def catalog_path(domain: str, language: str, root: Path = KIT) -> Path:
+    return root / DOMAINS[domain] / language / "LC_MESSAGES" / f"{domain}.po"
+
+
 @functools.cache
 def translations(language: str) -> gettext.NullTranslations:
-    """The catalog of `language`, compiled in memory from its .po file (English: none, the ids are the text)."""
-    path = CATALOGS / language / "LC_MESSAGES" / f"{DOMAIN}.po"
-    if language == "en" or not path.is_file():
-        return gettext.NullTranslations()
+    """Every catalog of `language` there is, compiled in memory from its .po file and chained in `DOMAINS`' order
+    (English: none, the ids are the text)."""
+    if language == PSEUDO:
+        return _Pseudo()
+    chain: gettext.NullTranslations = gettext.NullTranslations()
+    if language == "en":
+        return chain
     from babel.messages.mofile import write_mo
     from babel.messages.pofile import read_po
 
-    with path.open("rb") as handle:
-        catalog = read_po(handle, locale=language, domain=DOMAIN)
-    compiled = io.BytesIO()
-    write_mo(compiled, catalog)  # fuzzy entries are left out, as msgfmt does
-    compiled.seek(0)
-    return gettext.GNUTranslations(compiled)
+    for domain in DOMAINS:
+        path = catalog_path(domain, language)
+        if not path.is_file():
+            continue  # a part of the kit this installation does not hold (the student release's hidden tests)
+        with path.open("rb") as handle:
+            catalog = read_po(handle, locale=language, domain=domain)
+        compiled = io.BytesIO()
+        write_mo(compiled, catalog)  # fuzzy entries are left out, as msgfmt does
+        compiled.seek(0)
+        chain.add_fallback(gettext.GNUTranslations(compiled))
+    return chain
+
+
+class _Pseudo(gettext.NullTranslations):
+    """Each message bracketed as it is translated, so that a line shown without brackets is one nobody translated."""
+
+    def gettext(self, message: str) -> str:
+        return f"⟦{message}⟧"
+
+
+def every_language(message: str) -> tuple[str, ...]:
+    """`message` as each language shows it (placeholders unfilled): for finding the kit's own words in a text."""
+    return tuple(dict.fromkeys(translations(language).gettext(message) for language in (*LANGUAGES, PSEUDO)))
 
 
 def N_(message: str, /) -> str:
@@ -73,7 +110,21 @@ def N_(message: str, /) -> str:
     return message
 
 
+class _Fields(string.Formatter):
+    """`str.format` without attribute or index lookups: a template may only name the fields it is given."""
+
+    def get_field(self, field_name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Any, str]:
+        if not field_name.isidentifier():
+            raise KeyError(field_name)
+        return kwargs[field_name], field_name
+
+
+_FORMAT = _Fields()
+
+
 def tr(message: str, /, **fields: object) -> str:
     """`message` in the language in use, its `{placeholders}` filled from `fields`."""
+    if not message:
+        return message  # gettext("") is the catalog's header
     text = _active.gettext(message)
-    return text.format(**fields) if fields else text
+    return _FORMAT.vformat(text, (), fields) if fields else text

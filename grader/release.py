@@ -35,7 +35,10 @@ class Bundle:
 
 
 RECIPES = Path("grader/recipes")  # shipped whole in both bundles, so that the grader package is complete
-CATALOGS = ("grader/locale/zh/LC_MESSAGES/grader.po",)  # the translations of what the grader prints
+# The translations of what the grader prints and of the public suite's feedback; the hidden suite's and the diagnoses'
+# ship only with the autograder bundle, as what they translate does.
+CATALOGS = ("grader/locale/zh/LC_MESSAGES/grader.po", "tests/public/locale/zh/LC_MESSAGES/public.po")
+SECRET_CATALOGS = ("tests/hidden/locale/zh/LC_MESSAGES/hidden.po", "solutions/mistakes/locale/zh/LC_MESSAGES/mistakes.po")
 WORKFLOW = (".github/workflows/grade.yml", "grade.yml")
 GRADESCOPE = (("setup.sh", "setup.sh"), ("run_autograder", "run_autograder"))  # written with mode 0755
 EXECUTABLE = {Path(target) for target, _ in GRADESCOPE}
@@ -50,7 +53,7 @@ STUDENT = Bundle(
     secret=("solutions", "solutions/mistakes", "tests/hidden", "tests/kit"),
 )
 # The kit's README links the docs/ pages: they ship with it, so that none of its links is dead.
-AUTOGRADER = Bundle(STUDENT.files, (*STUDENT.packages, "solutions", "tests/hidden"), "README.md",
+AUTOGRADER = Bundle((*STUDENT.files, *SECRET_CATALOGS), (*STUDENT.packages, "solutions", "tests/hidden"), "README.md",
                     (WORKFLOW, *GRADESCOPE), documents=("docs",))
 # A release may not be written inside the folders it is built from.
 SOURCE_FOLDERS = ("exercises", "solutions", "grader", "tests", "docs", "benchmarks", ".ci", ".git")

@@ -17,6 +17,7 @@ from grader.curriculum import BY_ID
 from grader.grade.reports import GradeReport
 from grader.grade.scoring import WAITING, TestResult
 from grader.intake.submission import Submission
+from grader.grade import markers
 from grader.lang import tr
 from grader.student.next_step import start_here
 from grader.text import clean
@@ -98,9 +99,9 @@ def _hint_once(message: str, shown: set[str]) -> str:
     """`message`, its closing "Hint: ..." said once per exercise in the terminal: a diagnosis that explains every
     failure of an exercise would otherwise close each of them the same way. Reports keep each message whole."""
     # A diagnosis, said on a line of its own at the exercise's first failure, closes the later ones as their hint.
-    shown.update(line.removeprefix("Diagnosis: ") for line in message.splitlines() if line.startswith("Diagnosis: "))
-    head, separator, hint = message.rpartition(" Hint: ")
-    if not separator or "\n" in hint:
+    shown.update(markers.diagnoses(message))
+    head, hint = markers.split_hint(message)
+    if not hint:
         return message
     if hint in shown:
         return head + " " + tr("Hint: as above.")

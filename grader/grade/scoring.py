@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from grader.grade.markers import hint_pattern
 from grader.curriculum import BY_ID, exercise_of_test_file, prerequisites
 from grader.grade.results import (  # noqa: F401 - re-exported: what scoring yields, by its old names
     ExerciseResult,
@@ -192,8 +193,6 @@ def _confirmed(raws: list[_Raw]) -> list[_Raw]:
     return result
 
 
-# What a test says of the cause of the symptom it saw, to the end of its line: " Hint: ...".
-HINT = re.compile(r" Hint: .*$", re.MULTILINE)
 
 
 def _hints_that_hold(raws: list[_Raw]) -> list[_Raw]:
@@ -212,9 +211,9 @@ def _hints_that_hold(raws: list[_Raw]) -> list[_Raw]:
         file = raw.name.partition("::")[0]
         failed = [name for name in dict.fromkeys(raw.hint_after)
                   if any(other is not raw and other.outcome.went_wrong for other in by_name.get((file, name), []))]
-        if raw.outcome.went_wrong and failed and not raw.hint_measured and HINT.search(raw.message):
+        if raw.outcome.went_wrong and failed and not raw.hint_measured and hint_pattern().search(raw.message):
             names = " and ".join(failed)
-            raw = replace(raw, message=HINT.sub("", raw.message, count=1) + f" (No hint here: {names} "
+            raw = replace(raw, message=hint_pattern().sub("", raw.message, count=1) + f" (No hint here: {names} "
                           f"{'fail' if len(failed) > 1 else 'fails'} too; start there.)")
         result.append(raw)
     return result

@@ -82,6 +82,7 @@ def branch_verdict(out: torch.Tensor, *, groups: int, p: float, chained: int) ->
 def expect_branch_dropped(out: torch.Tensor, *, groups: int, p: float, chained: int, what: str, hint: str) -> None:
     """Fail as feedback unless `out`, a sublayer's contribution under `branch_weights`, was dropped feature by
     feature by `chained` dropouts with probability p (`branch_verdict`)."""
+    what, hint = tr(what), tr(hint)  # the suites write English (grader.extract)
     verdict, message = branch_verdict(expect_tensor(out, name=what), groups=groups, p=p, chained=chained)
     if verdict != "once":
         raise AssertionError(tr("{what} {why}.", what=what, why=message) + hint_suffix(hint))

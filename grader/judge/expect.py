@@ -6,27 +6,24 @@ from typing import Any
 
 import torch
 
+from grader.grade.markers import hint_suffix  # noqa: F401 - re-exported: the checks close with it
 from grader.host.remote import Remote
 from grader.lang import tr
 
 
 def expect_tensor(value: Any, *, name: str) -> torch.Tensor:
+    name = tr(name)  # the suites write English (grader.extract)
     if not isinstance(value, torch.Tensor):
         raise AssertionError(tr("{name} should be a torch.Tensor, got {kind}", name=name, kind=_kind(value)))
     return value
 
 
 def expect_tuple(value: Any, length: int, *, name: str) -> tuple[Any, ...]:
+    name = tr(name)  # the suites write English (grader.extract)
     if not isinstance(value, (tuple, list)) or len(value) != length:
         raise AssertionError(tr("{name} should return a tuple of {length} values, got {kind}", name=name, length=length,
                                 kind=_kind(value)))
     return tuple(value)
-
-
-def hint_suffix(hint: str) -> str:
-    """" Hint: <hint>", or "" without one. The marker stays English in every language: `scoring.HINT` finds a test's
-    hint by it (to drop it where another test's failure takes its ground away), as `plugin.feedback` does."""
-    return f" Hint: {hint}" if hint else ""
 
 
 def _kind(value: Any) -> str:

@@ -27,7 +27,7 @@ import pytest
 import torch
 
 from grader.curriculum import BY_ID, exercise_of_test_file, prerequisites
-from grader.grade.scoring import HINT
+from grader.grade import markers
 from grader.grade.selection import kit_root
 from grader.host.failures import Budget, BudgetExhausted, NotImplementedYet, SubmissionFailure, WorkerCrash
 from grader.host.remote import RemoteSubmission
@@ -260,7 +260,7 @@ def pytest_json_runtest_metadata(item: pytest.Item, call: pytest.CallInfo[None])
         diagnosis = _diagnosis(item, exercise, call.excinfo.value)
         message = feedback(call.excinfo.value, printed=printed, exercise=exercise, diagnosis=diagnosis)
         metadata["message"] = message
-        if diagnosis.startswith("Diagnosis: ") and exercise is not None:  # the failure that ran the diagnosis
+        if markers.is_diagnosis(diagnosis) and exercise is not None:  # the failure that ran the diagnosis
             metadata["diagnosed"] = item.config.stash.get(_NAMED, {}).get(exercise, [])
         # A hint from what this failure measured (a known mistake, NaN seen, in either language) holds whatever
         # else fails.
@@ -281,8 +281,8 @@ def _diagnosis(item: pytest.Item, exercise: str | None, error: BaseException) ->
     if isinstance(error, (NotImplementedYet, WorkerCrash, BudgetExhausted)):
         return ""  # unfinished or crashing code has no known mistake to name, and must not be run again
     if exercise in diagnosed:
-        found = [line.removeprefix("Diagnosis: ") for line in diagnosed[exercise].splitlines()]
-        return f"Hint: {' '.join(found)}" if found else ""
+        found = markers.diagnoses(diagnosed[exercise])
+        return markers.hint(" ".join(found)) if found else ""
     budget = _budget(item.config)
     if budget is not None and budget.spent():
         return ""  # no time left to run the scenario; a later failure in this exercise will not try either
@@ -332,9 +332,9 @@ def feedback(error: BaseException, *, printed: str = "", exercise: str | None = 
         message = message[:MAX_MESSAGE_CHARS] + " [...]"
     message = _LOCATED_TWICE.sub("", message)
     if _CODE_ERROR.search(message):
-        message = HINT.sub("", message)  # the test's hint is about a symptom; this error names its own cause
+        message = markers.hint_pattern().sub("", message)  # the test's hint is about a symptom; this error names its own cause
     if diagnosis:
-        message = HINT.sub("", message) + ("\n" if diagnosis.startswith("Diagnosis: ") else " ") + diagnosis
+        message = markers.hint_pattern().sub("", message) + ("\n" if markers.is_diagnosis(diagnosis) else " ") + diagnosis
     if printed:
         lines = printed.splitlines()[-PRINTED_LINES:]
         message += "\nYour code printed (last lines):\n" + "\n".join(line[:200] for line in lines)

@@ -66,6 +66,7 @@ def expect_dropout(kind: str, module: Module, p: float, *, what: str, hint: str 
                    n_layers: int = 2) -> None:
     """Fail as feedback unless every dropout of `module` (a contract module of class `kind`, or each contract
     part of a composite one) acts with probability p in training mode, and none acts in eval mode."""
+    what, hint = tr(what), tr(hint)  # the suites write English (grader.extract)
     for path, trace in traces(parts(kind, n_layers), module, training=training, what=what):
         where = f"{what}.{path}" if path else what
         in_mode = (tr("{where} in training mode", where=where) if training
@@ -75,6 +76,7 @@ def expect_dropout(kind: str, module: Module, p: float, *, what: str, hint: str 
 
 def expect_rate(trace: Trace, p: float, *, what: str, hint: str) -> None:
     """Fail as feedback unless every dropout of the trace dropped with probability p and scaled by 1 / (1 - p)."""
+    what, hint = tr(what), tr(hint)  # the suites write English (grader.extract)
     suffix = hint_suffix(hint)
     if trace.odd is not None:  # nothing measured: a hint about dropout would be a guess
         raise AssertionError(tr("{what}: {why}.", what=what, why=trace.odd))

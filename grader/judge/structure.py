@@ -145,6 +145,7 @@ def expect_structure(module: torch.nn.Module | Remote, reference: torch.nn.Modul
     contract does not ask for. Buffers named in `any_size` may have any shape (a table the contract
     leaves the length of).
     """
+    what, hint = tr(what), tr(hint)  # the suites write English (grader.extract)
     got, want = describe(module), describe(reference)
     problems = []
     for kind, have, need, extra_ok in (("parameter", got.parameters, want.parameters, False),

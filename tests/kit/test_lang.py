@@ -22,7 +22,7 @@ from babel.messages.extract import extract_from_dir
 from babel.messages.pofile import read_po
 from rich.console import Console
 
-from grader import lang
+from grader import extract, lang
 from grader.cli.main import main
 from grader.cli.parse import build_parser
 from grader.cli.render import render
@@ -33,23 +33,34 @@ from grader.grade.results import TestResult as Result_
 from grader.student.hints import HINTS
 
 REPO = Path(__file__).resolve().parents[2]
-CATALOG = REPO / "grader" / "locale" / "zh" / "LC_MESSAGES" / "grader.po"
+# Where each catalog's messages are written (grader.lang.DOMAINS says where the catalog is).
+SOURCES = {"grader": "grader", "public": "tests/public", "hidden": "tests/hidden", "mistakes": "solutions/mistakes"}
 
 
 @functools.cache
-def used_messages() -> dict[str, str]:
-    """Every message id passed to `tr`, or marked with `N_`, in the grader's code: {id: where}."""
+def used_messages(domain: str = "grader") -> dict[str, str]:
+    """Every message the domain's code writes (grader.extract: tr, N_, and the judge helpers' name/what/hint):
+    {id: where}. Babel's own extractor, run with grader.extract's method, finds the same."""
     found = {}
-    method_map = [("**.py", "python")]
+    folder = REPO / SOURCES[domain]
     for filename, lineno, message, _comments, _context in extract_from_dir(
-            REPO / "grader", method_map=method_map, keywords={"tr": None, "N_": None}):
-        found.setdefault(message if isinstance(message, str) else message[0], f"grader/{filename}:{lineno}")
+            folder, method_map=[("**.py", "grader.extract:extract")], keywords={"tr": None}):
+        if "locale" not in Path(filename).parts:
+            found.setdefault(message, f"{SOURCES[domain]}/{filename}:{lineno}")
     return found
 
 
-def catalog() -> dict[str, str]:
-    with CATALOG.open("rb") as handle:
+def catalog(domain: str = "grader") -> dict[str, str]:
+    path = lang.catalog_path(domain, "zh", REPO)
+    if not path.is_file():
+        return {}
+    with path.open("rb") as handle:
         return {m.id: m.string for m in read_po(handle, locale="zh") if m.id and not m.fuzzy}
+
+
+def translated_for(domain: str) -> dict[str, str]:
+    """What `domain`'s messages are looked up in: its own catalog, then the grader's (which ships everywhere)."""
+    return {**catalog("grader"), **catalog(domain)}
 
 
 def fields(text: str) -> set[str]:
@@ -65,14 +76,27 @@ def code(text: str) -> tuple[Counter[str], Counter[str]]:
     return Counter(FENCED.findall(text)), Counter(INLINE.findall(FENCED.sub("", text)))
 
 
-def test_every_message_has_a_chinese_translation_with_the_same_placeholders():
-    used, translated = used_messages(), catalog()
+DOMAINS = pytest.mark.parametrize("domain", list(SOURCES))
+
+
+@DOMAINS
+def test_every_message_has_a_chinese_translation_with_the_same_placeholders(domain):
+    used, translated = used_messages(domain), translated_for(domain)
     assert len(used) >= 20, used  # the extractor found the messages, not nothing
+    po = lang.DOMAINS[domain] + f"/zh/LC_MESSAGES/{domain}.po"
     missing = [f"{where}: {message!r}" for message, where in used.items() if not translated.get(message)]
-    assert not missing, "untranslated (add them to grader.po):\n" + "\n".join(missing)
+    assert not missing, f"untranslated (add them to {po}):\n" + "\n".join(missing)
     wrong = [f"{message!r} -> {translated[message]!r}" for message in used
              if fields(message) != fields(translated[message])]
     assert not wrong, "placeholders differ between id and translation:\n" + "\n".join(wrong)
+
+
+@DOMAINS
+def test_every_message_a_student_reads_can_be_translated(domain):
+    """A message built as an f-string, or given as bare text, is one no catalog can reach (grader.extract)."""
+    found = [f"{path.relative_to(REPO)}:{line}: {why}" for path in sorted((REPO / SOURCES[domain]).rglob("*.py"))
+             for line, why in extract.untranslatable(path.read_text(encoding="utf-8"))]
+    assert not found, "\n".join(found)
 
 
 def test_the_extractor_finds_every_hint_as_it_is_shown():
@@ -85,12 +109,13 @@ def test_the_extractor_finds_every_hint_as_it_is_shown():
     assert not unseen, f"hints the extractor does not find (mark them with N_): {unseen}"
 
 
-def test_every_translation_keeps_the_code_of_its_message_byte_for_byte():
+@DOMAINS
+def test_every_translation_keeps_the_code_of_its_message_byte_for_byte(domain):
     """Code is never translated: a hint's code blocks and inline code (`key.transpose(-2, -1)`, `dim=-1`) read the
     same in Chinese, each as often as in English."""
-    translated = catalog()
+    translated = translated_for(domain)
     wrong = []
-    for message in used_messages():
+    for message in used_messages(domain):
         if translated.get(message):
             (blocks, spans), (their_blocks, their_spans) = code(message), code(translated[message])
             if blocks != their_blocks:
@@ -101,10 +126,13 @@ def test_every_translation_keeps_the_code_of_its_message_byte_for_byte():
     assert not wrong, "translations that change code:\n" + "\n".join(wrong)
 
 
-def test_every_translation_is_used_and_writable_on_a_chinese_windows_console():
-    used, translated = used_messages(), catalog()
-    assert not set(translated) - set(used), f"translations nothing uses: {sorted(set(translated) - set(used))}"
-    for text in translated.values():
+@DOMAINS
+def test_every_translation_is_used_once_and_writable_on_a_chinese_windows_console(domain):
+    used, own = used_messages(domain), catalog(domain)
+    assert not set(own) - set(used), f"translations nothing uses: {sorted(set(own) - set(used))}"
+    if domain != "grader":
+        assert not set(own) & set(catalog("grader")), "translated twice (grader.po already has them)"
+    for text in own.values():
         text.encode("gb2312")  # GB2312 (and so GBK) has every character
 
 
@@ -280,9 +308,9 @@ def test_the_judges_feedback_reads_in_chinese_and_exactly_as_before_in_english()
                 "drops about 40 (10%).",
     }
     assert zh["close"] == ("weights 在索引 (1,) 处与期望值不符：得到 0.25，应为 0.75（误差 0.5，容差 0.001）；"
-                           "2 个值中有 1 个超出容差。 Hint: rows sum to 1."), zh["close"]
+                           "2 个值中有 1 个超出容差。 提示：rows sum to 1."), zh["close"]
     assert zh["shape"] == "out 的形状是 (2, 3)，应为 (3, 2)。", zh["shape"]
-    assert zh["nan"].startswith("p_attn 中有 1 个 NaN 值，第一个位于索引 (0,)；此处应为 0。 Hint: softmax 所归一化"), \
+    assert zh["nan"].startswith("p_attn 中有 1 个 NaN 值，第一个位于索引 (0,)；此处应为 0。 提示：softmax 所归一化"), \
         zh["nan"]
     assert zh["tensor"] == "attention() 应为 torch.Tensor，实际得到的是一个包含 2 个值的 tuple", zh["tensor"]
     assert zh["tuple"] == "attention() 应返回包含 2 个值的元组，实际得到的是一个形状为 (2,) 的张量", zh["tuple"]

@@ -13,10 +13,12 @@ from typing import NamedTuple
 
 import torch
 
+from grader.grade import markers
 from grader.judge.checks import EPS32
 from grader.judge.diagnosis.catalogue import REFERENCE, Library, Mistake, catalogue
 from grader.judge.diagnosis.observe import Deferred, Facets, FacetValue, Implementation, Raised, outcome
 from grader.judge.diagnosis.scenarios import SCENARIOS, run_scenario
+from grader.lang import tr
 
 TOLERANCE_FACTOR = 16.0  # as checks.tolerance: any correct float32 code errs about as much as the reference
 # A mistake only counts as differing where it lands this many tolerances from the reference, so that
@@ -148,7 +150,7 @@ def diagnose(exercise: str, impl: Implementation, *, device: str = "cpu") -> tup
 
 def message(mistakes: tuple[Mistake, ...]) -> str:
     """The line appended to a failed test's feedback."""
-    return "\n".join(f"Diagnosis: {m.diagnosis}" for m in mistakes[:MAX_NAMED])
+    return "\n".join(markers.diagnosis(tr(m.diagnosis)) for m in mistakes[:MAX_NAMED])
 
 
 def named(mistakes: tuple[Mistake, ...]) -> list[str]:

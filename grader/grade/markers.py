@@ -1,0 +1,75 @@
+"""`markers` are the kit's own words that open a part of a message: a test's hint, a known mistake's diagnosis.
+
+A message is what a student reads, so the markers are translated with it ("Hint: ..." is "提示：..." in
+Chinese). The trusted side still finds them in a message already written (scoring drops a hint whose ground
+another failure takes away; the terminal says a repeated hint once), so each marker is matched in every
+language the kit speaks, never only in English.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from grader.lang import N_, every_language, tr
+
+HINT = N_("Hint: {hint}")
+DIAGNOSIS = N_("Diagnosis: {diagnosis}")
+
+
+def hint(text: str) -> str:
+    """"Hint: <text>" in the language in use."""
+    return tr(HINT, hint=text)
+
+
+def hint_suffix(text: str) -> str:
+    """" Hint: <text>", or "" without one: what closes a test's message when it says what may cause the symptom."""
+    return f" {hint(text)}" if text else ""
+
+
+def diagnosis(text: str) -> str:
+    """"Diagnosis: <text>" in the language in use: a known mistake named, on a line of its own."""
+    return tr(DIAGNOSIS, diagnosis=text)
+
+
+def _opening(template: str, field: str) -> str:
+    return template.split("{" + field + "}")[0]
+
+
+@functools.cache
+def hint_pattern() -> re.Pattern[str]:
+    """A message's closing hint, to the end of its line, in any language: " Hint: ...", " 提示：..."."""
+    openings = "|".join(re.escape(_opening(text, "hint")) for text in every_language(HINT))
+    return re.compile(rf" (?:{openings}).*$", re.MULTILINE)
+
+
+def split_hint(message: str) -> tuple[str, str]:
+    """(what precedes the message's last hint, the hint's text); (message, "") when it has none on its last line."""
+    found = None
+    for found in hint_pattern().finditer(message):
+        pass
+    if found is None or found.end() != len(message):
+        return message, ""
+    text = found.group(0)[1:]
+    for template in every_language(HINT):
+        opening = _opening(template, "hint")
+        closing = template.split("{hint}")[-1]
+        if text.startswith(opening) and text.endswith(closing):
+            return message[:found.start()], text[len(opening):len(text) - len(closing) or None]
+    return message, ""
+
+
+def diagnoses(message: str) -> list[str]:
+    """The known mistakes a message names on lines of their own, their text without the marker."""
+    found = []
+    for line in message.splitlines():
+        for template in every_language(DIAGNOSIS):
+            opening, closing = _opening(template, "diagnosis"), template.split("{diagnosis}")[-1]
+            if line.startswith(opening) and line.endswith(closing):
+                found.append(line[len(opening):len(line) - len(closing) or None])
+                break
+    return found
+
+
+def is_diagnosis(text: str) -> bool:
+    return bool(text) and bool(diagnoses(text.splitlines()[0]))
