@@ -60,9 +60,8 @@ def untranslatable(source: str) -> Iterator[tuple[int, str]]:
             continue
         if _called(node) in RAISED and node.args and _bare(node.args[0]):
             yield node.lineno, f"{_called(node)}'s message is bare text: write it as tr(\"...\", field=value)"
-        if _called(node) in FUNCTIONS and node.args and _text(node.args[0]) is None:
-            if isinstance(node.args[0], (ast.JoinedStr, ast.BinOp)):
-                yield node.lineno, f"{_called(node)}() is given a built string: give it a template and fields"
+        if _called(node) in FUNCTIONS and node.args and isinstance(node.args[0], (ast.JoinedStr, ast.BinOp)):
+            yield node.lineno, f"{_called(node)}() is given a built string: give it a template and fields"
         for keyword in node.keywords:
             if keyword.arg in KEYWORDS and isinstance(keyword.value, (ast.JoinedStr, ast.BinOp)) and _has_prose(
                     keyword.value):

@@ -38,7 +38,8 @@ RECIPES = Path("grader/recipes")  # shipped whole in both bundles, so that the g
 # The translations of what the grader prints and of the public suite's feedback; the hidden suite's and the diagnoses'
 # ship only with the autograder bundle, as what they translate does.
 CATALOGS = ("grader/locale/zh/LC_MESSAGES/grader.po", "tests/public/locale/zh/LC_MESSAGES/public.po")
-SECRET_CATALOGS = ("tests/hidden/locale/zh/LC_MESSAGES/hidden.po", "solutions/mistakes/locale/zh/LC_MESSAGES/mistakes.po")
+SECRET_CATALOGS = ("tests/hidden/locale/zh/LC_MESSAGES/hidden.po",
+                   "solutions/mistakes/locale/zh/LC_MESSAGES/mistakes.po")
 WORKFLOW = (".github/workflows/grade.yml", "grade.yml")
 GRADESCOPE = (("setup.sh", "setup.sh"), ("run_autograder", "run_autograder"))  # written with mode 0755
 EXECUTABLE = {Path(target) for target, _ in GRADESCOPE}

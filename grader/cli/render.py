@@ -14,10 +14,10 @@ from rich.table import Table
 from rich.text import Text
 
 from grader.curriculum import BY_ID
+from grader.grade import markers
 from grader.grade.reports import GradeReport
 from grader.grade.scoring import WAITING, TestResult
 from grader.intake.submission import Submission
-from grader.grade import markers
 from grader.lang import tr
 from grader.student.next_step import start_here
 from grader.text import clean

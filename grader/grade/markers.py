@@ -45,9 +45,7 @@ def hint_pattern() -> re.Pattern[str]:
 
 def split_hint(message: str) -> tuple[str, str]:
     """(what precedes the message's last hint, the hint's text); (message, "") when it has none on its last line."""
-    found = None
-    for found in hint_pattern().finditer(message):
-        pass
+    found = next(reversed(list(hint_pattern().finditer(message))), None)
     if found is None or found.end() != len(message):
         return message, ""
     text = found.group(0)[1:]

@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from grader.grade.markers import hint_pattern
 from grader.curriculum import BY_ID, exercise_of_test_file, prerequisites
+from grader.grade.markers import hint_pattern
 from grader.grade.results import (  # noqa: F401 - re-exported: what scoring yields, by its old names
     ExerciseResult,
     ExerciseStatus,

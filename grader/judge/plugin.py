@@ -332,9 +332,11 @@ def feedback(error: BaseException, *, printed: str = "", exercise: str | None = 
         message = message[:MAX_MESSAGE_CHARS] + " [...]"
     message = _LOCATED_TWICE.sub("", message)
     if _CODE_ERROR.search(message):
-        message = markers.hint_pattern().sub("", message)  # the test's hint is about a symptom; this error names its own cause
+        # The test's hint is about a symptom; this error names its own cause.
+        message = markers.hint_pattern().sub("", message)
     if diagnosis:
-        message = markers.hint_pattern().sub("", message) + ("\n" if markers.is_diagnosis(diagnosis) else " ") + diagnosis
+        opening = "\n" if markers.is_diagnosis(diagnosis) else " "  # a diagnosis on a line of its own, a hint after
+        message = markers.hint_pattern().sub("", message) + opening + diagnosis
     if printed:
         lines = printed.splitlines()[-PRINTED_LINES:]
         message += "\nYour code printed (last lines):\n" + "\n".join(line[:200] for line in lines)
