@@ -1,5 +1,10 @@
 """`testing` is the one module graded suites import: checks whose failures read as feedback, and their vocabulary.
 
+Feedback is written in English and shown in the student's language (grader.lang): a message is
+`tr("template with {fields}", fields=...)`, a hint closes it with `hint_suffix(tr("..."))`, text kept in a
+constant is marked `N_("...")`, and the helpers' `name=`, `what=` and `hint=` take plain English, which they
+translate themselves (grader.extract finds all of these for the catalog).
+
 The checks live in grader/judge/ (`checks`, `expect`, `structure`, `measures`, `dropout`, `rates`,
 `branches`);
 the failures a call into the submission raises in `grader.host.failures`; the capstone's task (shared
@@ -11,15 +16,16 @@ from grader.inside.shared.capstone import FIRST_DATA_TOKEN, copy_batch, derangem
 from grader.judge.branches import branch_weights, expect_branch_dropped
 from grader.judge.checks import EPS32, assert_close, float64, golden, manual_seed, random_keep_mask, tolerance
 from grader.judge.dropout import explained_by_weight_dropout, unexplained_by_weight_dropout, uniform_causal
-from grader.judge.expect import expect_tensor, expect_tuple
+from grader.judge.expect import expect_tensor, expect_tuple, hint_suffix
 from grader.judge.measures import Gradients, OpCount, backward, count_ops, fresh_worker
 from grader.judge.rates import expect_dropout
 from grader.judge.structure import ModuleInfo, describe, expect_structure, load_parameters
+from grader.lang import N_, tr
 
 __all__ = [
-    "EPS32", "FIRST_DATA_TOKEN", "Gradients", "ModuleInfo", "NotImplementedYet", "OpCount", "SubmissionFailure",
+    "EPS32", "FIRST_DATA_TOKEN", "N_", "Gradients", "ModuleInfo", "NotImplementedYet", "OpCount", "SubmissionFailure",
     "assert_close", "backward", "branch_weights", "copy_batch", "count_ops", "derangement", "describe",
-    "expect_branch_dropped", "expect_dropout", "expect_structure", "expect_tensor", "expect_tuple",
+    "expect_branch_dropped", "expect_dropout", "expect_structure", "expect_tensor", "expect_tuple", "hint_suffix",
     "explained_by_weight_dropout", "float64", "fresh_worker", "golden", "greedy_copy", "load_parameters",
-    "manual_seed", "random_keep_mask", "shifted", "tolerance", "unexplained_by_weight_dropout", "uniform_causal",
+    "manual_seed", "random_keep_mask", "shifted", "tolerance", "tr", "unexplained_by_weight_dropout", "uniform_causal",
 ]
