@@ -128,3 +128,11 @@ def tr(message: str, /, **fields: object) -> str:
         return message  # gettext("") is the catalog's header
     text = _active.gettext(message)
     return _FORMAT.vformat(text, (), fields) if fields else text
+
+
+def listed(names: Sequence[str]) -> str:
+    """"a", "a and b", "a, b and c", in the language in use."""
+    names = list(names)
+    if len(names) < 2:
+        return "".join(names)
+    return tr("{first} and {last}", first=", ".join(names[:-1]), last=names[-1])

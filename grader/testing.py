@@ -11,8 +11,13 @@ the failures a call into the submission raises in `grader.host.failures`; the ca
 with the worker) in `grader.inside.shared.capstone`.
 """
 
+from typing import Any
+
+import torch
+
 from grader.host.failures import NotImplementedYet, SubmissionFailure
-from grader.inside.shared.capstone import FIRST_DATA_TOKEN, copy_batch, derangement, greedy_copy, shifted
+from grader.inside.shared import capstone
+from grader.inside.shared.capstone import FIRST_DATA_TOKEN, copy_batch, derangement, shifted
 from grader.judge.branches import branch_weights, expect_branch_dropped
 from grader.judge.checks import EPS32, assert_close, float64, golden, manual_seed, random_keep_mask, tolerance
 from grader.judge.dropout import explained_by_weight_dropout, unexplained_by_weight_dropout, uniform_causal
@@ -58,3 +63,11 @@ __all__ = [
     "unexplained_by_weight_dropout",
     "uniform_causal",
 ]
+
+
+def greedy_copy(model: Any, src: torch.Tensor) -> torch.Tensor:
+    """`grader.inside.shared.capstone.greedy_copy`, its failures in the student's language."""
+    try:
+        return capstone.greedy_copy(model, src)
+    except capstone.Misshapen as failure:
+        raise AssertionError(tr(failure.template, **failure.fields)) from None

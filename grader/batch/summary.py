@@ -21,8 +21,7 @@ if TYPE_CHECKING:
     from grader.batch.schedule import Result
 
 # How the worker's limits announce themselves in a test's message (see grader/host/workers.py and failures.py).
-LIMIT_SIGNS = {"timed out after": "timeout", "crashed with": "crash", "the worker exited with": "crash",
-               "ran out of memory": "memory"}
+LIMITS = ("timeout", "crash", "memory")  # the causes of a test's failure that are limits (grader.host.failures)
 # A result's status as grades.csv and summary.json name it (CONTRACT.md section 4), so that a 0 is never silent.
 CSV_STATUS = {Status.GRADED: "graded", Status.REFUSED: "refused", Status.TIMEOUT: "limit",
               Status.FAILED: "grader-error"}
@@ -279,18 +278,10 @@ def _limit_hit(result: Result) -> LimitHit | None:
     hits = set()
     if result.ended == Status.GRADED:
         for test in _tests(result.report):
-            hits |= {kind for sign, kind in LIMIT_SIGNS.items() if sign in _kits_words(test.get("message", ""))}
+            hits |= {str(cause) for cause in test.get("causes") or () if cause in LIMITS}
         return LimitHit(result.id, sorted(hits), "") if hits else None
     reason = (result.report.get("warnings") or [""])[0]
     return LimitHit(result.id, [LIMIT_KIND[result.ended]], reason)
-
-
-def _kits_words(message: str) -> str:
-    """The part of a test's message the kit wrote: before what the submission raised ("... raised ValueError: <its
-    words>"), printed or wrote on stderr. A student who writes "timed out after" in an exception hit no limit."""
-    for theirs in (" raised ", "\nYour code printed", "\nLast lines on stderr:"):
-        message = message.split(theirs, 1)[0]
-    return message
 
 
 def _tests(report: ReportJSON) -> list[dict[str, Any]]:

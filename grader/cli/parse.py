@@ -11,17 +11,20 @@ from typing import NoReturn
 
 from grader.grade.reports import HIDDEN_VISIBILITY, VISIBILITIES
 from grader.grade.selection import kit_root
-from grader.lang import LANGUAGES
+from grader.lang import LANGUAGES, N_, tr
 from grader.text import clean
 
 EXIT_OK, EXIT_FAIL_UNDER, EXIT_USAGE, EXIT_GRADER_FAILED = 0, 1, 2, 3
+# A release is built for students, so the language of the terminal that builds it does not choose theirs.
+RELEASE_LANG_HELP = ("language of the release's stubs, notebooks and student README, and of what it prints: en or zh "
+                     "(default: the release in English, printed in GRADER_LANG's or the locale's language)")
 UNISOLATED_HELP = ("grade the hidden tests, or with the solutions installed, even where no isolation stronger than "
                    "`none` is available (refused otherwise)")
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        die(f"{message} (see `{self.prog} --help`)")
+        die(tr("{message} (see `{command} --help`)", message=message, command=self.prog))
 
 
 def die(message: str) -> NoReturn:
@@ -40,34 +43,36 @@ def existing_submission(args: argparse.Namespace) -> Path:
     """The submission --submission names (or its default), or a usage error when it does not exist."""
     submission: Path = args.submission or default_submission()
     if not submission.exists():
-        die(f"submission {str(submission)!r} does not exist: give a folder or a .zip with --submission")
+        die(tr("submission {path} does not exist: give a folder or a .zip with --submission",
+               path=repr(str(submission))))
     return submission
 
 
-def _number(text: str, *, what: str) -> float:
+def _number(text: str, *, wrong: str) -> float:
+    """`text` as a number; `wrong` (a template with {text}) says what it is not."""
     try:
         return float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        raise argparse.ArgumentTypeError(tr(wrong, text=repr(text))) from None
 
 
 def _percent(text: str) -> float:
-    value = _number(text, what="a number")
+    value = _number(text, wrong=N_("{text} is not a number"))
     if not 0 <= value <= 100:
-        raise argparse.ArgumentTypeError(f"{text} is not a percentage between 0 and 100")
+        raise argparse.ArgumentTypeError(tr("{text} is not a percentage between 0 and 100", text=text))
     return value
 
 
 def _seconds(text: str) -> float:
-    value = _number(text, what="a number of seconds")
+    value = _number(text, wrong=N_("{text} is not a number of seconds"))
     if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+        raise argparse.ArgumentTypeError(tr("{text} is not a positive number of seconds", text=text))
     return value
 
 
 def _positive_int(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+        raise argparse.ArgumentTypeError(tr("{text} is not a positive whole number", text=repr(text)))
     return int(text)
 
 
@@ -142,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="folder or .zip with the exercise files (default: exercises/)")
     show.add_argument("--png", type=Path, default=None, metavar="PATH",
                       help='also write the heat-maps as a PNG image (needs pip install -e ".[plots]")')
-    for command in commands.choices.values():  # every command speaks the reader's language
+    for name, command in commands.choices.items():  # every command speaks the reader's language
         command.add_argument("--lang", choices=LANGUAGES, default=None,
-                             help="language of what it prints: en or zh (default: GRADER_LANG, then the locale)")
+                             help=RELEASE_LANG_HELP if name == "release" else
+                             "language of what it prints: en or zh (default: GRADER_LANG, then the locale)")
     return parser

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,9 +15,9 @@ from rich.text import Text
 from grader.curriculum import BY_ID
 from grader.grade import markers
 from grader.grade.reports import GradeReport
-from grader.grade.scoring import WAITING, TestResult
+from grader.grade.scoring import TestResult
 from grader.intake.submission import Submission
-from grader.lang import tr
+from grader.lang import listed, tr
 from grader.student.next_step import start_here
 from grader.text import clean
 
@@ -72,10 +71,6 @@ def status_style(status: str, marks: Marks, blocked_by: tuple[str, ...] = ()) ->
         return status
     style, symbol, words = styles[status]
     return f"[{style}]{mark(symbol)}{words}[/]"
-
-
-# How scoring says that a structure test waits for the behaviour tests that confirm it (grade.scoring._confirmed).
-WAITS_FOR = re.compile(rf"^{re.escape(WAITING)}, and (?P<names>.+?) did not (?:pass|run) ")
 
 
 def _short(name: str) -> str:
@@ -162,10 +157,10 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False, file
             mark = {"passed": f"[green]{marks.passed}[/]", "skipped": "[dim]-[/]"}.get(test.outcome,
                                                                                      f"[red]{marks.failed}[/]")
             name = f"{mark} [bold]{escape(_short(test.name))}[/] [dim]({exercise.id})[/]"
-            waits = WAITS_FOR.search(test.message) if test.outcome == "failed" else None
-            if waits:  # a structure test waiting for a behaviour test: that one says what is wrong
-                names = escape(waits["names"])
-                once = (tr("counts once {names} pass", names=names) if " and " in waits["names"]
+            waits = [cause.removeprefix("waits:") for cause in test.causes if cause.startswith("waits:")]
+            if waits and test.outcome == "failed":  # a structure test waiting for a behaviour test, which says why
+                names = escape(listed(waits))
+                once = (tr("counts once {names} pass", names=names) if len(waits) > 1
                         else tr("counts once {names} passes", names=names))
                 say(console, f"{name} [dim]{once}[/]")
                 continue

@@ -59,7 +59,8 @@ class GradeReport:
     def to_json(self) -> dict[str, Any]:
         """The contract's report (section 4), plus extra keys `sandbox`, `warnings`, `time_budget_s`,
         `budget_exhausted`, `blocked_by`, `seed`, `diagnosed` (the catalogue's names of the known mistakes an
-        exercise's failures come from), and `absent` for an exercise not in the submission."""
+        exercise's failures come from), `absent` for an exercise not in the submission, and a test's `causes`
+        (what stopped it, in words no language changes: grader.host.failures.CAUSES)."""
         return {
             "schema": SCHEMA,
             "submission": self.submission,
@@ -89,6 +90,7 @@ class GradeReport:
                             "max_points": test.max_points,
                             "message": test.message,
                             "seed": test.seed,
+                            **({"causes": list(test.causes)} if test.causes else {}),
                         }
                         for test in exercise.tests
                     ],
@@ -104,7 +106,8 @@ class GradeReport:
             ExerciseResult(
                 str(exercise["id"]), float(exercise["score"]), float(exercise["max_score"]),
                 tuple(TestResult(str(test["name"]), TestOutcome(test["outcome"]), float(test["points"]),
-                                 float(test["max_points"]), str(test["message"]), test.get("seed"))
+                                 float(test["max_points"]), str(test["message"]), test.get("seed"),
+                                 tuple(str(cause) for cause in test.get("causes", ())))
                       for test in exercise["tests"]),
                 tuple(str(name) for name in exercise.get("blocked_by", ())), str(exercise.get("absent", "")),
                 tuple(str(name) for name in exercise.get("diagnosed", ())))

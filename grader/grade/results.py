@@ -46,6 +46,7 @@ class TestMetadata(TypedDict, total=False):
     seed: int
     message: str
     diagnosed: list[str]
+    causes: list[str]
 
 
 class PytestJsonStage(TypedDict, total=False):
@@ -84,6 +85,11 @@ class TestResult:
     max_points: float
     message: str
     seed: int | None = None
+    causes: tuple[str, ...] = ()  # what the trusted side knows stopped it (grader.host.failures.CAUSES)
+
+    def stopped(self, cause: str) -> bool:
+        """Whether `cause` ("unwritten", "timeout") or a cause of that kind ("blocked", "missing") stopped it."""
+        return any(found == cause or found.startswith(f"{cause}:") for found in self.causes)
 
 
 @dataclass(frozen=True)
@@ -115,7 +121,7 @@ class ExerciseResult:
         if self.passed and all(test.outcome in (TestOutcome.PASSED, TestOutcome.SKIPPED) for test in self.tests):
             return ExerciseStatus.SLOW_TESTS_SKIPPED
         if self.tests and all(
-            test.outcome == TestOutcome.SKIPPED or "is not implemented yet" in test.message for test in self.tests
+            test.outcome == TestOutcome.SKIPPED or test.stopped("unwritten") for test in self.tests
         ):
             return ExerciseStatus.NOT_STARTED
         return ExerciseStatus.FAILING

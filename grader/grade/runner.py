@@ -27,6 +27,7 @@ from grader.host.failures import Budget
 from grader.host.limits import Limits, WorkerStartError
 from grader.host.session import GradingSession
 from grader.judge.plugin import PreparedSession
+from grader.lang import tr
 
 
 class _Progress:
@@ -187,15 +188,13 @@ def _report(json_report: JSONReport, session: GradingSession, selection: Selecti
         # No score from a run whose sandbox broke: the caller fails (exit 3) or grades it again.
         raise WorkerStartError(f"the sandbox failed twice: {session.connection.sandbox_failure}")
     exercises = scoring.score(json_report.report, list(selection.exercises), session.submission.missing)
-    warnings = [f"submission: {note}" for note in session.submission.notes]
+    warnings = [tr("submission: {note}", note=note) for note in session.submission.notes]
     tier = session.tier
     if tier != "bubblewrap":
         warnings[:0] = tiers.warnings(tier, session.exposed())
     if budget is not None and budget.used_up:
-        warnings.append(
-            f"{budget.message}: {budget.tests_not_run} test(s) were not run and score 0; "
-            "grade with a larger --timeout to run them all"
-        )
+        warnings.append(tr("{budget}: {count} test(s) were not run and score 0; grade with a larger --timeout to run "
+                           "them all", budget=budget.message, count=budget.tests_not_run))
     return GradeReport(
         submission=str(session.path),
         suite=selection.suite,

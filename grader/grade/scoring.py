@@ -14,7 +14,6 @@ here in the trusted process) ran and passed too.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from grader.grade.results import (  # noqa: F401 - re-exported: what scoring yie
     TestOutcome,
     TestResult,
 )
+from grader.lang import listed, tr
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,7 @@ class _Raw:
     hint_after: tuple[str, ...] = ()
     hint_measured: bool = False
     diagnosed: tuple[str, ...] = ()
+    causes: tuple[str, ...] = ()
 
 
 def score(json_report: PytestJsonReport, exercise_ids: list[str], missing: frozenset[str] = frozenset()
@@ -71,9 +72,9 @@ def not_submitted(results: list[ExerciseResult], missing: frozenset[str]) -> lis
         file = BY_ID[result.id].file
         needed = _needs_missing(result, missing)
         if file in missing:
-            absent = f"{file} is not in this submission"
+            absent = tr("{file} is not in this submission", file=file)
         elif needed is not None:
-            absent = f"it builds on {needed}, which is not in this submission"
+            absent = tr("it builds on {file}, which is not in this submission", file=needed)
         else:
             marked.append(result)
             continue
@@ -81,16 +82,13 @@ def not_submitted(results: list[ExerciseResult], missing: frozenset[str]) -> lis
     return marked
 
 
-# How a test stops at an exercise file the submission does not hold: using it, or importing a file that imports it.
-_NOT_FOUND = re.compile(r"\b(\w+)\.py was not found in the submission|No module named 'exercises\.(\w+)'")
-
-
 def _needs_missing(result: ExerciseResult, missing: frozenset[str]) -> str | None:
-    """The missing file every test of `result` stopped at, importing it; None when any test got further."""
-    found = {f"{match.group(1) or match.group(2)}.py" for test in result.tests
-             for match in _NOT_FOUND.finditer(test.message)}
+    """The missing file every test of `result` stopped at, importing it (or importing a file that imports it); None
+    when any test got further."""
+    found = {cause.removeprefix("missing:") for test in result.tests for cause in test.causes
+             if cause.startswith("missing:")}
     stopped = [test for test in result.tests if test.outcome != TestOutcome.SKIPPED]
-    if not stopped or any(not _NOT_FOUND.search(test.message) for test in stopped):
+    if not stopped or not all(test.stopped("missing") for test in stopped):
         return None
     return next((name for name in sorted(found) if name in missing), None)
 
@@ -105,14 +103,15 @@ def _mark_blocked(results: list[ExerciseResult]) -> list[ExerciseResult]:
             marked.append(result)  # an unwritten exercise is not blocked: writing it is the next step
             continue
         if len(blockers) == 1:
-            note = f"blocked by {blockers[0]}: it fails its own tests and {result.id} builds on it, so fix it first. "
+            note = tr("blocked by {names}: it fails its own tests and {exercise} builds on it, so fix it first.",
+                      names=blockers[0], exercise=result.id)
         else:
-            names = ", ".join(blockers[:-1]) + f" and {blockers[-1]}"
-            note = (f"blocked by {names}: they fail their own tests and {result.id} builds on them, "
-                    "so fix them first. ")
+            names = listed(blockers)
+            note = tr("blocked by {names}: they fail their own tests and {exercise} builds on them, so fix them first.",
+                      names=names, exercise=result.id)
         tests = tuple(
-            replace(test, message=note + test.message)
-            if test.outcome.went_wrong and not test.message.startswith("blocked by") else test
+            replace(test, message=f"{note} {test.message}")
+            if test.outcome.went_wrong and not test.stopped("blocked") else test
             for test in result.tests
         )
         marked.append(replace(result, tests=tests, blocked_by=blockers))
@@ -122,8 +121,7 @@ def _mark_blocked(results: list[ExerciseResult]) -> list[ExerciseResult]:
 def _not_started(result: ExerciseResult) -> bool:
     """Every test that ran stopped at the exercise's own unwritten code (not at a prerequisite's)."""
     ran = [test for test in result.tests if test.outcome != TestOutcome.SKIPPED]
-    return bool(ran) and all(
-        "is not implemented yet" in test.message and not test.message.startswith("blocked by") for test in ran)
+    return bool(ran) and all(test.stopped("unwritten") and not test.stopped("blocked") for test in ran)
 
 
 def _collected_order(test: PytestJsonTest) -> int:
@@ -140,8 +138,9 @@ def _raw(test: PytestJsonTest) -> _Raw:
         longrepr = (test.get("setup") or {}).get("longrepr") or ""
         message = str(longrepr)[-300:]
     if outcome.went_wrong and not message:
-        message = "the test did not complete"
-    if outcome == TestOutcome.FAILED and _did_not_import(message):
+        message = tr("the test did not complete")
+    causes = tuple(str(cause) for cause in metadata.get("causes") or ())
+    if outcome == TestOutcome.FAILED and any(cause.startswith(("import:", "missing:")) for cause in causes):
         outcome = TestOutcome.ERROR  # the test never got to check anything: the file it needs does not import
     exercise = metadata.get("exercise") or exercise_of_test_file(Path(nodeid.split("::")[0]).name) or ""
     return _Raw(
@@ -156,6 +155,7 @@ def _raw(test: PytestJsonTest) -> _Raw:
         hint_after=tuple(str(name) for name in metadata.get("hint_after") or ()),
         hint_measured=bool(metadata.get("hint_measured")),
         diagnosed=tuple(str(name) for name in metadata.get("diagnosed") or ()),
+        causes=causes,
     )
 
 
@@ -166,9 +166,6 @@ def _outcome(pytest_outcome: str) -> TestOutcome:
         return TestOutcome(pytest_outcome)
     except ValueError:
         return TestOutcome.ERROR
-
-
-WAITING = "the names and shapes the submission reports count only once its behaviour confirms them"
 
 
 def _confirmed(raws: list[_Raw]) -> list[_Raw]:
@@ -184,11 +181,16 @@ def _confirmed(raws: list[_Raw]) -> list[_Raw]:
                      if other.outcome != TestOutcome.SKIPPED]
         if raw.outcome == TestOutcome.PASSED and raw.confirmed_by and (
                 not behaviour or any(other.outcome != TestOutcome.PASSED for other in behaviour)):
-            names = " and ".join(dict.fromkeys(name for name in raw.confirmed_by))
-            why = "did not pass" if behaviour else "did not run"
-            raw = replace(raw, outcome=TestOutcome.FAILED, message=(
-                f"{WAITING}, and {names} {why} (loaded with the reference's weights by these names, the module must "
-                "compute what the reference computes): fix that first."))
+            waited = list(dict.fromkeys(raw.confirmed_by))
+            names = listed(waited)
+            message = (tr("the names and shapes the submission reports count only once its behaviour confirms them, "
+                          "and {names} did not pass (loaded with the reference's weights by these names, the module "
+                          "must compute what the reference computes): fix that first.", names=names) if behaviour
+                       else tr("the names and shapes the submission reports count only once its behaviour confirms "
+                               "them, and {names} did not run (loaded with the reference's weights by these names, the "
+                               "module must compute what the reference computes): fix that first.", names=names))
+            raw = replace(raw, outcome=TestOutcome.FAILED, message=message,
+                          causes=(*raw.causes, *(f"waits:{name}" for name in waited)))
         result.append(raw)
     return result
 
@@ -213,8 +215,9 @@ def _hints_that_hold(raws: list[_Raw]) -> list[_Raw]:
                   if any(other is not raw and other.outcome.went_wrong for other in by_name.get((file, name), []))]
         if raw.outcome.went_wrong and failed and not raw.hint_measured and hint_pattern().search(raw.message):
             names = " and ".join(failed)
-            raw = replace(raw, message=hint_pattern().sub("", raw.message, count=1) + f" (No hint here: {names} "
-                          f"{'fail' if len(failed) > 1 else 'fails'} too; start there.)")
+            raw = replace(raw, message=hint_pattern().sub("", raw.message, count=1) + " " + (
+                tr("(No hint here: {names} fail too; start there.)", names=names) if len(failed) > 1
+                else tr("(No hint here: {names} fails too; start there.)", names=names)))
         result.append(raw)
     return result
 
@@ -227,7 +230,8 @@ def _broken_collections(json_report: PytestJsonReport) -> dict[str, str]:
             continue
         exercise = exercise_of_test_file(Path(str(collector.get("nodeid", ""))).name)
         if exercise:
-            broken[exercise] = f"the tests could not be loaded: {str(collector.get('longrepr', ''))[-400:]}"
+            broken[exercise] = tr("the tests could not be loaded: {error}",
+                                  error=str(collector.get("longrepr", ""))[-400:])
     return broken
 
 
@@ -236,7 +240,7 @@ def _exercise(exercise_id: str, raws: list[_Raw], broken: str | None) -> Exercis
     counted = [raw for raw in raws if raw.counted and raw.weight > 0]  # a test worth 0 (real_device on a CPU)
     total_weight = sum(raw.weight for raw in counted)
     if broken is not None or total_weight <= 0:
-        tests = tuple(TestResult(r.name, r.outcome, 0.0, 0.0, r.message, r.seed) for r in raws)
+        tests = tuple(TestResult(r.name, r.outcome, 0.0, 0.0, r.message, r.seed, r.causes) for r in raws)
         if broken is not None:
             tests += (TestResult(f"{exercise_id} (loading tests)", TestOutcome.ERROR, 0.0, maximum, broken),)
         return ExerciseResult(exercise_id, 0.0, maximum, tests)
@@ -250,6 +254,7 @@ def _exercise(exercise_id: str, raws: list[_Raw], broken: str | None) -> Exercis
             share_of.get(id(raw), 0.0),
             raw.message,
             raw.seed,
+            raw.causes,
         )
         for raw in raws
     )
@@ -264,13 +269,3 @@ def _shares(maximum: float, weights: list[float]) -> list[float]:
     total = sum(weights)
     shares = [round(maximum * weight / total, 4) for weight in weights[:-1]]
     return [*shares, round(maximum - math.fsum(shares), 4)]
-
-
-# How the worker's connection words a submission file that is missing, or whose import raised, or
-# crashed or hung the worker ("timed out after 20 s in importing attention.py: ...").
-_IMPORT_FAILURE = re.compile(r"(?:[^:\n]* in )?importing \w+\.py\b|\w+\.py was not found in the submission")
-
-
-def _did_not_import(message: str) -> bool:
-    """Whether a failure is the worker's report that a submission file is missing or does not import."""
-    return _IMPORT_FAILURE.match(message) is not None

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import grader
 from grader.curriculum import BY_ID, EXERCISES
+from grader.lang import tr
 
 SUITES = ("public", "hidden", "all")
 
@@ -36,16 +37,16 @@ def select(exercises: list[str] | None, suite: str | None, *, root: Path | None 
     root = root or kit_root()
     suite = suite or ("all" if hidden_installed(root) else "public")
     if suite not in SUITES:
-        raise UsageError(f"unknown suite {suite!r}: use public, hidden or all")
+        raise UsageError(tr("unknown suite {suite}: use public, hidden or all", suite=repr(suite)))
     if suite == "hidden" and not hidden_installed(root):
-        raise UsageError("the hidden tests are not installed in this copy of the kit: use --suite public")
+        raise UsageError(tr("the hidden tests are not installed in this copy of the kit: use --suite public"))
     if suite == "all" and not hidden_installed(root):
         suite = "public"
     folders = ("public", "hidden") if suite == "all" else (suite,)
     for name in exercises or ():
         if name not in BY_ID:
             known = ", ".join(exercise.id for exercise in EXERCISES)
-            raise UsageError(f"unknown exercise {name!r}: choose from {known}")
+            raise UsageError(tr("unknown exercise {name}: choose from {known}", name=repr(name), known=known))
     wanted = [exercise.id for exercise in EXERCISES if not exercises or exercise.id in exercises]
     files: list[Path] = []
     chosen: list[str] = []
@@ -56,8 +57,11 @@ def select(exercises: list[str] | None, suite: str | None, *, root: Path | None 
             files += found
             chosen.append(exercise_id)
         elif exercises:
-            which = "" if suite == "all" else f"{suite} "
-            raise UsageError(f"no {which}tests for {exercise_id} are installed in this copy of the kit yet")
+            raise UsageError(
+                tr("no tests for {exercise} are installed in this copy of the kit yet", exercise=exercise_id)
+                if suite == "all" else
+                tr("no {suite} tests for {exercise} are installed in this copy of the kit yet", suite=suite,
+                   exercise=exercise_id))
     if not chosen:
-        raise UsageError(f"no {suite} tests are installed in {root / 'tests'}")
+        raise UsageError(tr("no {suite} tests are installed in {folder}", suite=suite, folder=root / "tests"))
     return Selection(tuple(chosen), suite, tuple(files))

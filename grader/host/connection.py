@@ -20,6 +20,7 @@ from grader.host.limits import Limits, WorkerGone, WorkerStartError, WorkerTimeo
 from grader.host.remote import Remote
 from grader.host.workers import WorkerProcess
 from grader.inside.shared import TEST_MODULES, protocol
+from grader.lang import tr
 
 MAX_STRIKES = 2  # after this many crashes or timeouts in one function, stop calling it
 
@@ -40,7 +41,7 @@ class Connection:
     process: WorkerProcess | None = None
     generation: int = 0
     _strikes: Counter[str] = field(default_factory=Counter)
-    _broken_imports: dict[str, str] = field(default_factory=dict)
+    _broken_imports: dict[str, SubmissionFailure] = field(default_factory=dict)  # raised again, as it was
     # Modules and their attributes (functions, classes, sub-packages) are looked up once per worker:
     # each lookup is a round trip, and every test starts with a few. Their handles outlive release_all.
     _modules: dict[str, Remote] = field(default_factory=dict)
@@ -101,14 +102,17 @@ class Connection:
 
     # --- requests ------------------------------------------------------------------------------
 
-    def request(self, header: dict[str, Any], tensors: dict[str, torch.Tensor], *, what: str) -> Any:
+    def request(self, header: dict[str, Any], tensors: dict[str, torch.Tensor], *, what: str,
+                importing: bool = False) -> Any:
         per_call = self.call_timeout_s or self.limits.call_timeout_s
         left = self.budget.remaining() if self.budget is not None else math.inf
         if self.budget is not None and left <= 0:
             self.budget.used_up = True
-            raise BudgetExhausted(f"{self.budget.message} before {what} was called: this test was not finished")
+            raise BudgetExhausted(tr("{budget} before {what} was called: this test was not finished",
+                                     budget=self.budget.message, what=what))
         if self._strikes[what] >= MAX_STRIKES:
-            raise WorkerCrash(f"{what} was not called again: it already crashed or timed out {MAX_STRIKES} times")
+            raise WorkerCrash(tr("{what} was not called again: it already crashed or timed out {count} times",
+                                 what=what, count=MAX_STRIKES))
         process = self._ready_worker()
         if self._release_pending:  # the previous test's objects go with this request, not in a round trip of their own
             header = {**header, "release_first": self._kept_handles()}
@@ -121,19 +125,21 @@ class Connection:
                 # The run's budget, not this function, ran out: no strike, and no talk of endless loops.
                 self._lost(what, strike=False)
                 self.budget.used_up = True
-                raise BudgetExhausted(
-                    f"{self.budget.message} while {what} was running: the grader stopped it {timeout:.3g} s into "
-                    f"the call (under the {per_call:g} s per-call limit), and the tests left were not run"
-                ) from None
+                raise BudgetExhausted(tr(
+                    "{budget} while {what} was running: the grader stopped it {seconds} s into the call (under the "
+                    "{limit} s per-call limit), and the tests left were not run", budget=self.budget.message,
+                    what=what, seconds=f"{timeout:.3g}", limit=f"{per_call:g}")) from None
             self._lost(what)
-            raise WorkerCrash(f"{problem} in {what}: look for an endless loop; the worker was restarted") from None
+            raise WorkerCrash(tr("{problem} in {what}: look for an endless loop; the worker was restarted",
+                                 problem=problem, what=what)).caused("timeout") from None
         except WorkerGone as problem:
             self._lost(what)
-            raise WorkerCrash(f"{problem} in {what}; the worker was restarted{self._stderr_tail(process)}") from None
+            raise WorkerCrash(tr("{problem} in {what}; the worker was restarted", problem=problem, what=what)
+                              + self._stderr_tail(process)).caused("crash") from None
         except protocol.ProtocolError as error:  # exchange killed the worker: no later reply can answer anything
             raise self._broke_protocol(what, error) from None
         if not reply["ok"]:
-            raise submission_failure(reply["error"], what, self.limits)
+            raise submission_failure(reply["error"], what, self.limits, importing=importing)
         decoder = protocol.Decoder(reply_tensors, self._remote, place=_place)
         try:
             return decoder.decode(reply["value"])
@@ -143,7 +149,8 @@ class Connection:
     def _broke_protocol(self, what: str, error: protocol.ProtocolError) -> WorkerCrash:
         """A reply the grader cannot take (forged, stale, malformed): only code in the worker writes one."""
         self._lost(what)
-        return WorkerCrash(f"{what} broke the grader's protocol ({error}): the worker was restarted")
+        return WorkerCrash(tr("{what} broke the grader's protocol ({error}): the worker was restarted", what=what,
+                              error=error))
 
     def _ready_worker(self) -> WorkerProcess:
         """A worker that said hello; one that cannot start is retried once in a fresh sandbox."""
@@ -175,7 +182,7 @@ class Connection:
         if not tail:
             return ""
         lines = tail.splitlines()[-8:]
-        return "\nLast lines on stderr:\n" + "\n".join(lines)
+        return "\n" + tr("Last lines on stderr:") + "\n" + "\n".join(lines)
 
     def _remote(self, value: dict[str, Any]) -> Remote:
         # The Decoder checked that the handle is an int and the type and kind strings.
@@ -195,20 +202,27 @@ class Connection:
     # --- what tests use ------------------------------------------------------------------------
 
     def import_module(self, name: str) -> Remote:
-        what = f"importing {name}" if name == "torch" or name in TEST_MODULES else f"importing {name}.py"
+        exercise_file = name != "torch" and name not in TEST_MODULES
+        what = tr("importing {name}", name=f"{name}.py" if exercise_file else name)
         if name in self._broken_imports:
-            raise SubmissionFailure(self._broken_imports[name])
+            first = self._broken_imports[name]
+            again = SubmissionFailure(str(first)).caused(*first.causes)
+            again.names_its_cause = first.names_its_cause
+            raise again
         if f"{name}.py" in self.missing_files:
-            raise SubmissionFailure(f"{name}.py was not found in the submission")
+            raise SubmissionFailure(tr("{file} was not found in the submission", file=f"{name}.py")).caused(
+                f"missing:{name}.py", f"import:{name}.py")
         self.ensure_started()
         if name in self._modules:
             return self._modules[name]
         try:
-            module = self.request({"op": "import", "name": name}, {}, what=what)
+            module = self.request({"op": "import", "name": name}, {}, what=what, importing=exercise_file)
         except BudgetExhausted:
             raise  # the import itself may be fine: nothing to remember
         except SubmissionFailure as failure:
-            self._broken_imports[name] = str(failure)
+            if exercise_file:
+                failure.caused(f"import:{name}.py")
+            self._broken_imports[name] = failure
             raise
         if isinstance(module, Remote):
             self._modules[name] = module

@@ -2,15 +2,33 @@
 
 Student code raised, crashed, hung, returned something that cannot travel, or the run's time
 `Budget` (`grader check --timeout`) ran out: each becomes a `SubmissionFailure`, an AssertionError
-that pytest reports as the test's failure.
+that pytest reports as the test's failure. Its message is in the student's language; what the trusted
+side knows of the cause travels apart from it, in `causes` (see `CAUSES`), which scoring and the batch's
+summary read: never the message, whose words change with the language and may quote the submission.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 
 from grader.host.limits import Limits
+from grader.lang import tr
+
+# The causes a failure can carry, each a word no language changes; "<file>" and "<exercise>" are filled in.
+CAUSES = {
+    "unwritten": "the code raised NotImplementedError: a stub not filled in yet",
+    "missing:<file>": "the submission has no such exercise file",
+    "import:<file>": "importing that exercise file failed (raised, crashed, hung or is missing): nothing was judged",
+    "blocked:<exercise>": "the call stopped at that exercise's unwritten code (grader.judge.plugin adds it)",
+    "timeout": "a call ran over its time limit",
+    "crash": "the worker died during a call",
+    "memory": "a call ran out of the memory the submission may use",
+    "waits": "a structure test waiting for the behaviour tests that confirm it (grader.grade.scoring adds it)",
+}
+# A file the submission imports from the kit's exercises package, and does not hold.
+_NO_MODULE = re.compile(r"^No module named 'exercises\.(\w+)'")
 
 
 class SubmissionFailure(AssertionError):
@@ -21,10 +39,19 @@ class SubmissionFailure(AssertionError):
     """
 
     file: str | None = None
+    kind: str = ""  # the exception the submission raised ("ValueError"), as the worker named it; "" for the others
+    causes: tuple[str, ...] = ()  # see CAUSES
+    names_its_cause = False  # the error says what is wrong in the code itself (a NameError, an import that failed)
+
+    def caused(self, *causes: str) -> SubmissionFailure:
+        self.causes = (*self.causes, *causes)
+        return self
 
 
 class NotImplementedYet(SubmissionFailure):
     """Student code raised NotImplementedError: the stub has not been filled in."""
+
+    causes = ("unwritten",)
 
 
 class WorkerCrash(SubmissionFailure):
@@ -53,39 +80,51 @@ class Budget:
     @property
     def message(self) -> str:
         """The words every test it stops carries, and the report's warning starts with."""
-        return f"time budget of {self.seconds:g} s used up"
+        return tr("time budget of {seconds} s used up", seconds=f"{self.seconds:g}")
 
 
-def submission_failure(error: object, what: str, limits: Limits) -> SubmissionFailure:
-    """The failure that the error in a worker's reply (a dict of type, message and where, as it came) stands for."""
-    failure = _describe_failure(error, what, limits)
+def submission_failure(error: object, what: str, limits: Limits, *, importing: bool = False) -> SubmissionFailure:
+    """The failure that the error in a worker's reply (a dict of type, message and where, as it came) stands for;
+    `importing`: the call was the import of an exercise file."""
+    failure = _describe_failure(error, what, limits, importing)
+    if isinstance(error, dict) and failure.kind == "":
+        failure.kind = str(error.get("type", ""))[:100]
     where = error.get("where") if isinstance(error, dict) else None
     if isinstance(where, dict) and isinstance(where.get("file"), str):
         failure.file = where["file"]
     return failure
 
 
-def _describe_failure(error: object, what: str, limits: Limits) -> SubmissionFailure:
+def _describe_failure(error: object, what: str, limits: Limits, importing: bool) -> SubmissionFailure:
     if not isinstance(error, dict):
-        return SubmissionFailure(f"{what} failed")
+        return SubmissionFailure(tr("{what} failed", what=what))
     kind = str(error.get("type", "Exception"))
     message = str(error.get("message", ""))[:1000]
     where = error.get("where")
     location = ""
     if isinstance(where, dict) and where.get("file"):
-        location = f" ({where['file']}, line {where.get('line')}"
-        location += f": {str(where['code'])[:160]})" if where.get("code") else ")"
+        # Python's own location, ending a SyntaxError's words, is said once: ours, with the line's code, follows.
+        message = message.removesuffix(f" ({where['file']}, line {where.get('line')})")
+        location = (tr(" ({file}, line {line}: {code})", file=where["file"], line=where.get("line"),
+                       code=str(where["code"])[:160]) if where.get("code")
+                    else tr(" ({file}, line {line})", file=where["file"], line=where.get("line")))
     if kind == "NotImplementedError":
-        detail = f": {message}" if message else ""
-        return NotImplementedYet(f"{what} is not implemented yet{detail}")
+        return NotImplementedYet(tr("{what} is not implemented yet: {detail}", what=what, detail=message) if message
+                                 else tr("{what} is not implemented yet", what=what))
     if kind == "ProtocolError":
-        return SubmissionFailure(f"{what} returned something that cannot leave the sandbox: {message}")
+        return SubmissionFailure(tr("{what} returned something that cannot leave the sandbox: {error}", what=what,
+                                    error=message))
     if kind in ("MemoryError",) or "can't allocate memory" in message or "not enough memory" in message:
-        return SubmissionFailure(
-            f"{what} ran out of memory: the submission may use {limits.memory_bytes / 2**30:g} GiB{location}"
-        )
-    if kind == "ModuleNotFoundError" and what.startswith("importing"):
-        return SubmissionFailure(f"{what} failed: {message}{location}")
-    if kind in ("SyntaxError", "IndentationError", "TabError"):
-        return SubmissionFailure(f"{what} failed: {kind}: {message}{location}")
-    return SubmissionFailure(f"{what} raised {kind}: {message}{location}")
+        return SubmissionFailure(tr("{what} ran out of memory: the submission may use {gib} GiB{location}", what=what,
+                                    gib=f"{limits.memory_bytes / 2**30:g}", location=location)).caused("memory")
+    missing = _NO_MODULE.match(message) if kind == "ModuleNotFoundError" else None
+    if (importing and kind == "ModuleNotFoundError") or kind in ("SyntaxError", "IndentationError", "TabError"):
+        error_text = message if kind == "ModuleNotFoundError" else f"{kind}: {message}"
+        failure = SubmissionFailure(tr("{what} failed: {error}{location}", what=what, error=error_text,
+                                       location=location))
+        failure.names_its_cause = importing
+    else:
+        failure = SubmissionFailure(tr("{what} raised {kind}: {error}{location}", what=what, kind=kind, error=message,
+                                       location=location))
+        failure.names_its_cause = kind in ("NameError", "UnboundLocalError", "ImportError", "ModuleNotFoundError")
+    return failure.caused(f"missing:{missing.group(1)}.py") if missing else failure

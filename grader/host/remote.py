@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from grader.grade.markers import hint_suffix
 from grader.host.failures import SubmissionFailure, WorkerCrash
+from grader.lang import tr
 
 if TYPE_CHECKING:
     from grader.host.connection import Connection
@@ -43,7 +45,7 @@ class Remote:
 
     def _check_alive(self) -> None:
         if self._generation != self._connection.generation or self._connection.process is None:
-            raise WorkerCrash(f"{self._name} was lost when the worker restarted after an earlier failure")
+            raise WorkerCrash(tr("{name} was lost when the worker restarted after an earlier failure", name=self._name))
 
     def _resolved(self) -> Remote:
         """This handle, its method looked up in the worker first if it has one: to be used other than by a call."""
@@ -54,8 +56,9 @@ class Remote:
             {"op": "getattr", "target": self._handle, "name": self._method}, {}, what=self._name
         )
         if not isinstance(value, Remote):
-            raise SubmissionFailure(f"{self._name} should be the method every torch.nn.Module has, got a "
-                                    f"{type(value).__name__}. Hint: give your attribute a name nn.Module does not use")
+            raise SubmissionFailure(
+                tr("{name} should be the method every torch.nn.Module has, got a {type}.", name=self._name,
+                   type=type(value).__name__) + hint_suffix(tr("give your attribute a name nn.Module does not use")))
         self._handle, self._kind, self._method = value._handle, value._kind, None
         return self
 

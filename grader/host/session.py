@@ -82,6 +82,13 @@ class Workers:
     owned: list[Sandbox] = field(default_factory=list)
     protect: str = ""  # what an unisolated sandbox would expose (refused then), see `tiers`
     allow_unisolated: bool = False
+    warm_wanted: bool = False  # tests that need a warm worker were collected: every sandbox is asked to warm up
+
+    def want_warm(self) -> None:
+        """Have the sandbox warm up (grader.inside.zygote), and any sandbox started after it."""
+        if not self.warm_wanted:
+            self.warm_wanted = True
+            self.client.warm()
 
     def start(self, *, fresh: bool = False) -> WorkerProcess:
         """A new worker; in a new sandbox when the current one died, or when `fresh`."""
@@ -90,6 +97,10 @@ class Workers:
             self.sandbox, self.client = start_sandbox(self.submission, device=self.device, limits=self.sandbox.limits,
                                                       protect=self.protect, allow_unisolated=self.allow_unisolated)
             self.owned.append(self.sandbox)
+            worker = self.client.spawn()
+            if self.warm_wanted:
+                self.client.warm()
+            return worker
         return self.client.spawn()
 
     @property

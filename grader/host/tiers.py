@@ -33,6 +33,7 @@ from urllib.parse import unquote
 from grader.host import reach
 from grader.inside.shared import libseccomp, processes
 from grader.inside.shared.processes import SANDBOX_UID
+from grader.lang import listed, tr
 
 TIERS = ("bubblewrap", "user", "none")
 
@@ -86,11 +87,11 @@ def choose() -> Choice:
     problem = skipped if wanted != "auto" else _unsafe.get("bubblewrap") or bwrap_problem()
     if problem is None:
         return Choice("bubblewrap", ())
-    reasons.append(f"no bubblewrap: {problem}")
+    reasons.append(tr("no bubblewrap: {problem}", problem=problem))
     problem = skipped if wanted == "none" else _unsafe.get("user") or user_problem()
     if problem is None:
         return Choice("user", tuple(reasons))
-    reasons.append(f"no user tier: {problem}")
+    reasons.append(tr("no user tier: {problem}", problem=problem))
     return Choice("none", tuple(reasons))
 
 
@@ -100,10 +101,10 @@ def exposure(suite: str) -> str:
 
     exposed = []
     if suite in ("hidden", "all") and hidden_installed():
-        exposed.append("the hidden tests")
+        exposed.append(tr("the hidden tests"))
     if any((kit_root() / "solutions").glob("*.py")):
-        exposed.append("the reference solutions")
-    return f"{' and '.join(exposed)} are installed here" if exposed else ""
+        exposed.append(tr("the reference solutions"))
+    return tr("{what} are installed here", what=listed(exposed)) if exposed else ""
 
 
 def accepted_unisolated() -> bool:
@@ -115,23 +116,23 @@ def refuse_unless_isolated(*, why: str, allowed: bool) -> Choice:
     """The tier to grade at; IsolationRefused when it is `none` and the run has something to protect (`why`)."""
     choice = choose()
     if choice.tier == "none" and why and not (allowed or accepted_unisolated()):
-        raise IsolationRefused(
-            f"refused: {why}, and this machine offers no isolation ({choice.summary()}), so the submission "
-            "could read them; run the grader as root or where bubblewrap works, or pass --allow-unisolated "
-            "(or set GRADER_SANDBOX=none) to accept that"
-        )
+        raise IsolationRefused(tr(
+            "refused: {why}, and this machine offers no isolation ({reasons}), so the submission could read them; run "
+            "the grader as root or where bubblewrap works, or pass --allow-unisolated (or set GRADER_SANDBOX=none) to "
+            "accept that", why=why, reasons=choice.summary()))
     return choice
 
 
 def warnings(tier: str, exposed: list[str]) -> list[str]:
     """What a report below bubblewrap says: the tier, why no stronger one, and what the sandbox did not stop."""
-    why = choose().summary() if choose().tier == tier else "a stronger sandbox failed its self-test"
-    lines = [f"sandbox: {tier}, not bubblewrap ({why})"]
+    why = choose().summary() if choose().tier == tier else tr("a stronger sandbox failed its self-test")
+    lines = [tr("sandbox: {tier}, not bubblewrap ({why})", tier=tier, why=why)]
     if exposed:
-        lines.append(f"the {tier} sandbox's self-test found that a submission can: {'; '.join(exposed)}")
+        lines.append(tr("the {tier} sandbox's self-test found that a submission can: {found}", tier=tier,
+                        found="; ".join(exposed)))
     elif tier == "none":
-        lines.append("the none sandbox hid the kit's files and the grader's environment (its self-test checked), "
-                     "but it runs as the grader's own user")
+        lines.append(tr("the none sandbox hid the kit's files and the grader's environment (its self-test checked), "
+                        "but it runs as the grader's own user"))
     return lines
 
 

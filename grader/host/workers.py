@@ -17,6 +17,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from grader.host.limits import Limits, WorkerGone, WorkerStartError, WorkerTimeout
+from grader.lang import tr
 
 if TYPE_CHECKING:
     import torch
@@ -81,6 +82,11 @@ class Client:
             for fd in (to_worker_r, from_worker_w, out_w, err_w):
                 os.close(fd)
         return WorkerProcess(self, request, to_worker_w, from_worker_r, out_r, err_r, limits)
+
+    def warm(self) -> None:
+        """Ask the zygote to warm up (see grader.inside.zygote); returns at once, its reply is read with the next."""
+        with contextlib.suppress(OSError):
+            self._send({"op": "warm"}, [])
 
     def call(self, message: dict[str, Any], *, timeout_s: float = 10.0) -> dict[str, Any] | None:
         """Send a request and wait for its reply; None when the zygote is gone or silent."""
@@ -170,7 +176,7 @@ class WorkerProcess:
             protocol.write_message(self._to_worker, {**header, "id": self._last_id}, tensors, deadline=deadline)
         except protocol.Timeout:
             self.kill()
-            raise WorkerTimeout(f"timed out after {timeout_s:g} s") from None
+            raise WorkerTimeout(tr("timed out after {seconds} s", seconds=f"{timeout_s:g}")) from None
         except (BrokenPipeError, OSError):
             raise WorkerGone(self._death_reason()) from None
         return self._receive(deadline, timeout_s, self._last_id)
@@ -205,7 +211,7 @@ class WorkerProcess:
             return reply
         except protocol.Timeout:
             self.kill()
-            raise WorkerTimeout(f"timed out after {timeout_s:g} s") from None
+            raise WorkerTimeout(tr("timed out after {seconds} s", seconds=f"{timeout_s:g}")) from None
         except protocol.PeerClosed:
             raise WorkerGone(self._death_reason()) from None
         except protocol.ProtocolError:
@@ -218,21 +224,22 @@ class WorkerProcess:
         status = (reply or {}).get("status") or {}
         self.kill()
         if not status:
-            return "the worker was killed together with its sandbox"
+            return tr("the worker was killed together with its sandbox")
         if status.get("running"):
-            return "the worker closed its connection"
+            return tr("the worker closed its connection")
         if "signal" in status:
             name = signal.Signals(int(status["signal"])).name
-            hints = {
-                "SIGSEGV": "a segmentation fault",
-                "SIGKILL": f"killed, most often for running out of memory, starting over {self.limits.tasks} "
-                           f"threads or creating over {self.limits.inodes} files",
-                "SIGXCPU": f"over the {self.limits.cpu_seconds} s CPU-time limit",
-                "SIGXFSZ": f"over the {self.limits.file_size_bytes // 2**20} MiB file-size limit",
-                "SIGABRT": "aborted",
-            }
-            return f"the worker crashed with {name} ({hints.get(name, 'a signal')})"
-        return f"the worker exited with code {status.get('exit')}"
+            limits = self.limits
+            why = {
+                "SIGSEGV": lambda: tr("a segmentation fault"),
+                "SIGKILL": lambda: tr("killed, most often for running out of memory, starting over {tasks} threads or "
+                                      "creating over {inodes} files", tasks=limits.tasks, inodes=limits.inodes),
+                "SIGXCPU": lambda: tr("over the {seconds} s CPU-time limit", seconds=limits.cpu_seconds),
+                "SIGXFSZ": lambda: tr("over the {mib} MiB file-size limit", mib=limits.file_size_bytes // 2**20),
+                "SIGABRT": lambda: tr("aborted"),
+            }.get(name, lambda: tr("a signal"))
+            return tr("the worker crashed with {signal} ({why})", signal=name, why=why())
+        return tr("the worker exited with code {code}", code=status.get("exit"))
 
     def kill(self, *, wait: bool = True) -> None:
         """Kill this worker and everything it started (the zygote knows them all); without `wait`, only ask."""

@@ -106,6 +106,8 @@ class Zygote:
             op = message.get("op")
             if op == "spawn" and len(fds) == 4 and self.refusal is None:
                 reply = {"pid": self.spawn(message, fds, client)}
+            elif op == "warm":
+                reply = {"warm": True}
             elif op == "kill":
                 reply = {"killed": self.kill_everything()}
             elif op == "status":
@@ -115,15 +117,17 @@ class Zygote:
                     os.close(fd)
                 reply = {"error": f"unknown request {op!r}"}
             _send(client, {"id": message.get("id"), **reply})
-            if op == "spawn" and not self.warm:
+            if op == "warm" and not self.warm:
                 self.warm_up()
 
     def warm_up(self) -> None:
         """Pay once, here, what the first fake tensor costs each worker (~1 s, torch._dynamo's imports).
 
-        Done after the first worker is forked, so that it does not delay grading's start; every
-        later worker (the next submission's, or a restart) is forked warm and says so in its hello,
-        and the tests that use fake tensors run last, in such a worker (grader.judge.plugin's warm_worker).
+        Done when the trusted side asks ("warm"), which it does once it has collected tests that need it
+        (grader.judge.plugin's warm_worker): most runs have none, and the second a warm-up takes is a core's
+        second. It is asked for after the first worker is forked, so it does not delay grading's start; every
+        later worker (a restart, the next submission's) is forked warm and says so in its hello, and the tests
+        that use fake tensors run last, in such a worker.
         """
         self.warm = True
         torch = sys.modules["torch"]

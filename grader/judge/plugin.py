@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
-import re
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,19 +25,17 @@ from typing import TypeAlias
 import pytest
 import torch
 
-from grader.curriculum import BY_ID, exercise_of_test_file, prerequisites
+from grader.curriculum import exercise_of_test_file, prerequisites
 from grader.grade import markers
 from grader.grade.selection import kit_root
-from grader.host.failures import Budget, BudgetExhausted, NotImplementedYet, SubmissionFailure, WorkerCrash
+from grader.host.failures import Budget, BudgetExhausted, NotImplementedYet, WorkerCrash
 from grader.host.remote import RemoteSubmission
 from grader.host.session import GradingSession
 from grader.inside.shared import TEST_MODULES
 from grader.judge.checks import NAN_HINT, manual_seed
+from grader.judge.feedback import MAX_MESSAGE_CHARS, causes_of, feedback
 from grader.judge.measures import fresh_worker
 from grader.lang import N_, tr
-
-MAX_MESSAGE_CHARS = 1500
-PRINTED_LINES = 10
 
 _SESSION = pytest.StashKey[GradingSession]()
 _MARKS = pytest.StashKey[tuple[int, int]]()
@@ -46,6 +43,7 @@ _MESSAGE_SET = pytest.StashKey[bool]()
 _SEED = pytest.StashKey[int]()
 _ORDER = pytest.StashKey[int]()
 _DIAGNOSED = pytest.StashKey[dict[str, str]]()  # exercise -> what its first failure's diagnosis found
+_WANTS_WARM = pytest.StashKey[bool]()  # tests that need a warm worker were collected
 _NAMED = pytest.StashKey[dict[str, list[str]]]()  # exercise -> the catalogue's names of the mistakes it found
 _FAILED = pytest.StashKey[set[str]]()  # exercises with a failed test so far in this run
 DIAGNOSIS_CALL_TIMEOUT_S = 5.0  # the scenario's calls are small; a slow one means there is nothing to learn
@@ -53,10 +51,6 @@ QUICK_SKIP = N_("skipped by --quick: run without --quick to earn these points") 
 # Errors that say what is wrong with the code itself, whatever a test was checking: a name that is not defined, an
 # import that fails. A test's hint, about the symptom it looks for, would point away from them.
 # An error that names its own cause: a name or import error in a call, or a file that does not import at all.
-_CODE_ERROR = re.compile(r"\braised (?:NameError|UnboundLocalError|ImportError|ModuleNotFoundError): "
-                         r"|(?:^|\bin )importing \w+\.py failed: ")
-# "SyntaxError: expected ':' (attention.py, line 3) (attention.py, line 3: def ...)": Python's own location, then ours.
-_LOCATED_TWICE = re.compile(r" \(([^()\s]+), line (\d+)\)(?= \(\1, line \2[:)])")
 # What pytest-json-report stores with a test, for `scoring`: plain JSON values by key.
 Metadata: TypeAlias = dict[str, str | int | float | bool | list[str] | None]
 
@@ -124,6 +118,8 @@ def grading(pytestconfig: pytest.Config) -> GradingSession:
             path = pytestconfig.getoption("submission") or str(kit_root() / "exercises")
             session = GradingSession.open(Path(path), device=pytestconfig.getoption("grader_device"))
         pytestconfig.stash[_SESSION] = session
+        if pytestconfig.stash.get(_WANTS_WARM, False):
+            session.workers.want_warm()
     return pytestconfig.stash[_SESSION]
 
 
@@ -198,6 +194,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for order, item in enumerate(items):
         item.stash[_ORDER] = order
     items.sort(key=_run_order)
+    # Only a run with such tests has the sandbox warm up: most have none, and a warm-up costs a core a second.
+    config.stash[_WANTS_WARM] = any(item.get_closest_marker("warm_worker") for item in items)
+    prepared = _prepared(config)
+    if config.stash[_WANTS_WARM] and prepared is not None and prepared.session is not None:
+        prepared.session.workers.want_warm()
 
 
 def _run_order(item: pytest.Item) -> int:
@@ -260,6 +261,8 @@ def pytest_json_runtest_metadata(item: pytest.Item, call: pytest.CallInfo[None])
         diagnosis = _diagnosis(item, exercise, call.excinfo.value)
         message = feedback(call.excinfo.value, printed=printed, exercise=exercise, diagnosis=diagnosis)
         metadata["message"] = message
+        if causes := causes_of(call.excinfo.value, exercise):
+            metadata["causes"] = causes
         if markers.is_diagnosis(diagnosis) and exercise is not None:  # the failure that ran the diagnosis
             metadata["diagnosed"] = item.config.stash.get(_NAMED, {}).get(exercise, [])
         # A hint from what this failure measured (a known mistake, NaN seen, in either language) holds whatever
@@ -312,32 +315,3 @@ def _printed(item: pytest.Item) -> str:
     if session is None or _MARKS not in item.stash:
         return ""
     return session.connection.printed_since(item.stash[_MARKS])
-
-
-def feedback(error: BaseException, *, printed: str = "", exercise: str | None = None, diagnosis: str = "") -> str:
-    """The one short message a student sees for a failed test; a `diagnosis` replaces the test's own hint."""
-    if isinstance(error, (SubmissionFailure, AssertionError)):
-        message = str(error) or type(error).__name__
-        source = getattr(error, "file", None)
-        culprit = source.removesuffix(".py") if isinstance(source, str) else None
-        # Only an unfinished file is surely to blame: any other error raised in another exercise's
-        # file may come from what this one passed it (scoring blames prerequisites that fail).
-        if exercise and culprit in BY_ID and culprit != exercise and isinstance(error, NotImplementedYet):
-            message = f"blocked by {culprit}: {source} is not implemented yet, and {exercise} needs it. {message}"
-    elif isinstance(error, (pytest.skip.Exception, pytest.fail.Exception)):
-        message = error.msg
-    else:
-        message = f"{type(error).__name__}: {error}"
-    if len(message) > MAX_MESSAGE_CHARS:
-        message = message[:MAX_MESSAGE_CHARS] + " [...]"
-    message = _LOCATED_TWICE.sub("", message)
-    if _CODE_ERROR.search(message):
-        # The test's hint is about a symptom; this error names its own cause.
-        message = markers.hint_pattern().sub("", message)
-    if diagnosis:
-        opening = "\n" if markers.is_diagnosis(diagnosis) else " "  # a diagnosis on a line of its own, a hint after
-        message = markers.hint_pattern().sub("", message) + opening + diagnosis
-    if printed:
-        lines = printed.splitlines()[-PRINTED_LINES:]
-        message += "\nYour code printed (last lines):\n" + "\n".join(line[:200] for line in lines)
-    return message

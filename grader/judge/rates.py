@@ -82,12 +82,16 @@ def expect_rate(trace: Trace, p: float, *, what: str, hint: str) -> None:
         raise AssertionError(tr("{what}: {why}.", what=what, why=trace.odd))
     for site in trace.sites:
         if not within(site, p):
-            about = (tr("none") if p == 0
-                     else tr("about {count} ({share})", count=format(site.seen * p, ".0f"), share=format(p, ".0%")))
-            raise AssertionError(
-                tr("{what} dropped {dropped} of {seen} {site} ({rate}), where dropout with p = {p} drops {about}.",
-                   what=what, dropped=site.dropped, seen=site.seen, site=tr(site.site), rate=format(site.rate, ".0%"),
-                   p=p, about=about) + suffix)
+            fields = {"what": what, "dropped": site.dropped, "seen": site.seen, "site": tr(site.site),
+                      "rate": format(site.rate, ".0%"), "p": p}
+            if p == 0:
+                message = tr("{what} dropped {dropped} of {seen} {site} ({rate}), where dropout with p = {p} drops "
+                             "none.", **fields)
+            else:
+                message = tr("{what} dropped {dropped} of {seen} {site} ({rate}), where dropout with p = {p} drops "
+                             "{about}.", about=tr("about {count} ({share})", count=format(site.seen * p, ".0f"),
+                                                  share=format(p, ".0%")), **fields)
+            raise AssertionError(message + suffix)
     want = (1 - p) ** -trace.chained
     if trace.scale is not None and abs(trace.scale - want) > 1e-3 * want:
         what_scales = ("1 / (1 - p)" if trace.chained == 1

@@ -35,7 +35,7 @@ class ModuleInfo:
     def kind_of(self, name: str) -> str:
         """What to call submodule `name` in a message: its class, or "nothing"."""
         classes = self.classes.get(name)
-        return str(classes[0]) if classes else "nothing"
+        return str(classes[0]) if classes else tr("nothing")
 
 
 def describe(module: torch.nn.Module | Remote) -> ModuleInfo:
@@ -113,6 +113,7 @@ def load_parameters(
     only when a name was refused or some were left out (parameters to zero, or buffers): half the time,
     every name loaded and none was left, there is nothing to look up.
     """
+    names_hint = tr(names_hint)  # the suites write English
     missing, unexpected = expect_tuple(module.load_state_dict(weights, strict=False), 2, name="load_state_dict()")
     if not unexpected and (partial or not missing):
         return

@@ -29,7 +29,7 @@ from grader.host.sandbox import Sandbox
 from grader.host.session import GradingSession
 from grader.inside.shared import protocol
 from grader.intake.submission import SubmissionInputError, load
-from grader.judge.plugin import feedback
+from grader.judge.feedback import causes_of, feedback
 from grader.testing import backward, float64, golden
 
 REPO = Path(__file__).resolve().parents[2]
@@ -235,6 +235,9 @@ def test_an_unfinished_prerequisite_file_is_blamed_for_its_not_implemented_error
     unfinished.file = "masking.py"
     assert feedback(unfinished, exercise="multi_head_attention").startswith("blocked by masking")
     assert not feedback(unfinished, exercise="masking").startswith("blocked by")
+    # Scoring reads the blame from the causes the trusted side records, never from those words.
+    assert causes_of(unfinished, "multi_head_attention") == ["unwritten", "blocked:masking"]
+    assert causes_of(unfinished, "masking") == ["unwritten"]
     # Any other error raised there may come from what the caller passed in: no blame from the file.
     raised = SubmissionFailure("multi_head_attention.MultiHeadAttention() raised ValueError: bad shape")
     raised.file = "masking.py"

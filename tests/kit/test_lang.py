@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shutil
 import string
 import subprocess
 import sys
@@ -355,3 +356,87 @@ def test_a_batch_slot_grades_in_the_language_the_batch_was_given(monkeypatch):
         assert lang.current() == "zh"
     finally:
         lang.use("en")
+
+
+# --- a pseudo-language: every line a student reads comes from a catalog -------------------------------------------
+
+BRACKETED = re.compile(r"⟦[^⟦⟧]*⟧")
+THEIRS = ("⟦Your code printed (last lines):⟧", "⟦Last lines on stderr:⟧")  # what follows is the submission's own
+
+
+def untranslated_lines(text: str) -> list[str]:
+    """The lines of `text` holding English prose outside every ⟦translated⟧ span (grader.lang's pseudo-language),
+    leaving out what the submission itself printed."""
+    found = []
+    for marker in THEIRS:
+        text = text.split(marker, 1)[0]
+    for line in text.splitlines():
+        outside = line
+        while BRACKETED.search(outside):
+            outside = BRACKETED.sub(" ", outside)  # innermost first: a field's translated value sits inside a message
+        if extract.needs_translation(outside):
+            found.append(line)
+    return found
+
+
+def test_the_pseudo_language_check_finds_english_outside_the_brackets():
+    assert untranslated_lines("⟦blocked by ⟦a and b⟧: fix it⟧\nattention.py differs here") == [
+        "attention.py differs here"]
+    printed = "⟦x⟧ test_returns_output (attention)\n⟦Your code printed (last lines):⟧\nhello world"
+    assert untranslated_lines(printed) == []
+
+
+@pytest.fixture(scope="module")
+def pseudo_reports(tmp_path_factory) -> list[dict]:
+    """Grades, in the pseudo-language, submissions whose failures say most of what the kit can say: the stubs (not
+    implemented, blocked, start here), and a folder with a known mistake in several exercises, a missing file, a
+    NameError and a print. One warm slot; the capstone left out (--quick), which says nothing else."""
+    from conftest import WarmGrader
+
+    from grader.judge import variants
+
+    base = tmp_path_factory.mktemp("pseudo")
+    base.chmod(0o755)
+    stubs = base / "stubs"
+    shutil.copytree(REPO / "exercises", stubs)
+    mixed = base / "mixed"
+    shutil.copytree(REPO / "solutions", mixed, ignore=shutil.ignore_patterns("mistakes", "__pycache__"))
+    for exercise, name in (("attention", "mask_after_softmax"), ("sublayers", "feed_forward_fixed_dropout"),
+                           ("multi_head_attention", "no_scaling")):
+        variant = next((v for v in variants.mistakes(exercise) if v.name == name), variants.mistakes(exercise)[0])
+        variants.write(variant, mixed)
+    (mixed / "masking.py").unlink()
+    source = (mixed / "positional_encoding.py").read_text()
+    (mixed / "positional_encoding.py").write_text(source.replace(
+        "import torch\n", "import torch\nprint('loading the positional encoding')\nundefined_name\n", 1))
+    grader = WarmGrader(base / "work", slots=1, environment={"GRADER_LANG": lang.PSEUDO})
+    try:
+        runs = grader.grade([(stubs, ()), (mixed, ())], quick=True)
+    finally:
+        grader.close()
+    assert all(run.report for run in runs), [run.stderr for run in runs]
+    return [run.report for run in runs]
+
+
+def test_in_the_pseudo_language_no_feedback_line_is_left_in_english(pseudo_reports):
+    left = [f"{test['name']}: {line}" for report in pseudo_reports for exercise in report["exercises"]
+            for test in exercise["tests"] for line in untranslated_lines(test["message"])]
+    left += [f"{exercise['id']} (absent): {exercise['absent']}" for report in pseudo_reports
+             for exercise in report["exercises"] if untranslated_lines(exercise.get("absent", ""))]
+    assert sum(bool(test["message"]) for report in pseudo_reports for exercise in report["exercises"]
+               for test in exercise["tests"]) >= 100  # the failures were there to read
+    assert not left, "untranslated:\n" + "\n".join(dict.fromkeys(left))
+
+
+def test_in_the_pseudo_language_the_score_table_and_what_follows_are_translated(pseudo_reports):
+    lang.use(lang.PSEUDO)
+    try:
+        shown = []
+        for report in pseudo_reports:
+            console = Console(record=True, width=400, color_system=None)
+            render(GradeReport.from_json(report), console, verbose=True)
+            shown.append(console.export_text())
+    finally:
+        lang.use("en")
+    left = [line for text in shown for line in untranslated_lines(text)]
+    assert not left, "untranslated:\n" + "\n".join(dict.fromkeys(left))

@@ -26,7 +26,9 @@ MAX_MODULE_LINES = 350
 
 
 def _modules(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
+    """The grader's modules: not the Chinese stubs kept in its locale/ folder, which are translations, not code."""
+    return sorted(p for p in folder.rglob("*.py")
+                  if "__pycache__" not in p.parts and "locale" not in p.relative_to(folder).parts)
 
 
 def _package_of(path: Path) -> list[str]:

@@ -26,6 +26,21 @@ START = 1
 FIRST_DATA_TOKEN = 2
 
 
+def N_(message: str, /) -> str:
+    """Marks a message for the catalog (as grader.lang.N_ does: this module, shared with the worker, imports
+    nothing of the grader's)."""
+    return message
+
+
+class Misshapen(AssertionError):
+    """A call of the model returned the wrong kind of value: an English template and its fields, which the trusted
+    side translates (grader.testing.greedy_copy)."""
+
+    def __init__(self, template: str, **fields: Any) -> None:
+        super().__init__(template.format(**fields))
+        self.template, self.fields = template, fields
+
+
 def derangement(generator: torch.Generator, vocab: int) -> torch.Tensor:
     """(vocab,) lookup table: padding and start map to themselves, each data token to another data token."""
     data = vocab - FIRST_DATA_TOKEN
@@ -110,8 +125,8 @@ def greedy_copy(model: Any, src: torch.Tensor) -> torch.Tensor:
     for step in range(1, src.size(1) + 1):
         out = _tensor(model.decode(memory, ys), "decode(memory, ys)", batch, dims=3)  # (B, t, d_model)
         if out.size(1) != step:
-            raise AssertionError(f"decode(memory, ys) with ys of shape {tuple(ys.shape)} returned shape "
-                                 f"{tuple(out.shape)}: one output per target position, (B, t, d_model)")
+            raise Misshapen(N_("decode(memory, ys) with ys of shape {ys} returned shape {shape}: one output per target "
+                               "position, (B, t, d_model)"), ys=tuple(ys.shape), shape=tuple(out.shape))
         logits = _tensor(model.generator(out[:, -1]), "generator(out[:, -1])", batch, dims=2)  # (B, vocab)
         ys = torch.cat([ys, logits.argmax(dim=-1, keepdim=True).to(ys.dtype)], dim=1)
     return ys[:, 1:]
@@ -119,8 +134,12 @@ def greedy_copy(model: Any, src: torch.Tensor) -> torch.Tensor:
 
 def _tensor(value: Any, what: str, batch: int, dims: int | None = None) -> torch.Tensor:
     if not isinstance(value, torch.Tensor) or value.dim() == 0 or value.size(0) != batch:
-        got = f"shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else f"a {type(value).__name__}"
-        raise AssertionError(f"{what} returned {got}: expected a tensor with the batch ({batch}) first")
+        if isinstance(value, torch.Tensor):
+            raise Misshapen(N_("{what} returned shape {shape}: expected a tensor with the batch ({batch}) first"),
+                            what=what, shape=tuple(value.shape), batch=batch)
+        raise Misshapen(N_("{what} returned a {type}: expected a tensor with the batch ({batch}) first"), what=what,
+                        type=type(value).__name__, batch=batch)
     if dims is not None and value.dim() != dims:
-        raise AssertionError(f"{what} returned shape {tuple(value.shape)}: expected {dims} dimensions")
+        raise Misshapen(N_("{what} returned shape {shape}: expected {dims} dimensions"), what=what,
+                        shape=tuple(value.shape), dims=dims)
     return value.detach()
