@@ -7,7 +7,7 @@ either a property any correct attention has or a number printed in the course no
 import pytest
 import torch
 
-from grader.testing import assert_close, expect_tuple
+from grader.testing import N_, assert_close, expect_tuple, hint_suffix, tr
 
 # Five 4-dimensional tokens from the course notes; with q = k = v = TOKENS the weights are printed there.
 TOKENS = [[1, 0, 1, 0], [0, 1, 0, 1], [1, 1, 0, 0], [0, 0, 1, 1], [1, 0.5, 0.5, 0]]
@@ -26,21 +26,21 @@ def inputs(device, *, batch=2, queries=12, keys=16, d_k=8, d_v=5):
 def test_returns_output_and_weights_with_the_right_shapes(impl, device, seed):
     q, k, v = inputs(device)
     output, p_attn = expect_tuple(impl.attention.attention(q, k, v), 2, name="attention()")
-    assert isinstance(output, torch.Tensor) and isinstance(p_attn, torch.Tensor), "return (output, p_attn), two tensors"
+    assert isinstance(output, torch.Tensor) and isinstance(p_attn, torch.Tensor), tr(
+        "return (output, p_attn), two tensors")
     assert tuple(output.shape) == (2, 12, 5), (
-        f"output has shape {tuple(output.shape)}, expected (2, 12, 5) = (batch, L_q, d_v). "
-        "Hint: return (p_attn @ value, p_attn) in that order."
+        tr("output has shape {shape}, expected (2, 12, 5) = (batch, L_q, d_v).", shape=tuple(output.shape))
+        + hint_suffix(tr("return (p_attn @ value, p_attn) in that order."))
     )
-    assert tuple(p_attn.shape) == (2, 12, 16), (
-        f"p_attn has shape {tuple(p_attn.shape)}, expected (2, 12, 16) = (batch, L_q, L_k)"
-    )
+    assert tuple(p_attn.shape) == (2, 12, 16), tr(
+        "p_attn has shape {shape}, expected (2, 12, 16) = (batch, L_q, L_k)", shape=tuple(p_attn.shape))
 
 
 @pytest.mark.points(2)
 def test_each_querys_weights_are_positive_and_sum_to_one(impl, device, seed):
     q, k, v = inputs(device)
     _, p_attn = expect_tuple(impl.attention.attention(q, k, v), 2, name="attention()")
-    assert bool((p_attn >= 0).all()), "p_attn has negative weights: apply softmax to the scores"
+    assert bool((p_attn >= 0).all()), tr("p_attn has negative weights: apply softmax to the scores")
     assert_close(
         p_attn.sum(dim=-1), torch.ones(2, 12, device=device), atol=1e-5, name="p_attn.sum(dim=-1)",
         hint="softmax must run over the last dim (the keys), so that each query's row sums to 1.",
@@ -51,7 +51,7 @@ def test_each_querys_weights_are_positive_and_sum_to_one(impl, device, seed):
 def test_course_notes_worked_example(impl, device):
     x = torch.tensor(TOKENS, device=device)
     _, p_attn = expect_tuple(impl.attention.attention(x, x, x), 2, name="attention()")
-    hint = "the scores are q @ k^T / sqrt(d_k) with d_k = 4, then softmax over each row."
+    hint = N_("the scores are q @ k^T / sqrt(d_k) with d_k = 4, then softmax over each row.")
     assert_close(p_attn[..., 0, :], torch.tensor(FIRST_ROW, device=device), atol=6e-5,
                  name="first row of p_attn", hint=hint)
     assert_close(p_attn[..., -1, :], torch.tensor(LAST_ROW, device=device), atol=6e-5,

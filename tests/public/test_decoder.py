@@ -10,16 +10,20 @@ import pytest
 import torch
 
 from grader.testing import (
+    N_,
     SubmissionFailure,
     assert_close,
     describe,
     expect_dropout,
     expect_tensor,
+    hint_suffix,
     load_parameters,
+    tr,
 )
 
 D_MODEL, N_HEADS, D_FF, MAX_SEQ_LEN = 16, 4, 32, 12
 T_TGT, T_SRC = 8, 6
+CAUSAL_SELF_ATTN = N_("self_attn = MultiHeadAttention(ModelArgs(..., max_seq_len=max_seq_len), is_causal=True).")
 LAYER = ("1. x = self.residual1(x, lambda y: self.self_attn(y, y, y, tgt_mask)); "
          "2. x = self.residual2(x, lambda y: self.cross_attn(y, memory, memory, src_mask)); "
          "3. return self.residual3(x, self.feed_forward)")
@@ -36,24 +40,25 @@ def layer_parameters(prefix=""):
     return {prefix + name: shape for name, shape in shapes.items()}
 
 
-def check_parameters(module, expected, what, hint):
+def check_parameters(module, expected, what, *, hint):
     got = {name: p["shape"] for name, p in describe(module).parameters.items()}
     missing = [name for name in expected if name not in got]
     unexpected = [name for name in got if name not in expected]
-    shapes = [f"{name} {got[name]} (expected {expected[name]})" for name in expected if got.get(name, expected[name])
-              != expected[name]]
+    shapes = [tr("{name} {shape} (expected {expected})", name=name, shape=got[name], expected=expected[name])
+              for name in expected if got.get(name, expected[name]) != expected[name]]
     if missing or unexpected or shapes:
-        problems = [f"no parameter {missing[:3]}" if missing else "",
-                    f"unexpected parameter(s) {unexpected[:3]}" if unexpected else "",
-                    f"wrong shapes: {'; '.join(shapes[:3])}" if shapes else ""]
-        raise AssertionError(f"{what} has {', '.join(p for p in problems if p)}. Hint: {hint}")
+        problems = [tr("no parameter {names}", names=missing[:3]) if missing else "",
+                    tr("unexpected parameter(s) {names}", names=unexpected[:3]) if unexpected else "",
+                    tr("wrong shapes: {shapes}", shapes="; ".join(shapes[:3])) if shapes else ""]
+        raise AssertionError(tr("{what} has {problems}.", what=what, problems=", ".join(p for p in problems if p))
+                             + hint_suffix(tr(hint)))
 
 
 def run(module, *args, what="Decoder", **kwargs):
     try:
-        return expect_tensor(module(*args, **kwargs), name=f"{what} output")
+        return expect_tensor(module(*args, **kwargs), name=tr("{what} output", what=what))
     except SubmissionFailure as failure:
-        raise type(failure)(f"{failure} Hint: {LAYER}.") from None
+        raise type(failure)(str(failure) + hint_suffix(LAYER + ".")) from None
 
 
 def decoder(impl, device, n_layers=2):
@@ -74,22 +79,22 @@ def inputs(device, batch=2):
 def test_decoder_layer_has_the_contract_sublayers(impl):
     layer = impl.decoder.DecoderLayer(D_MODEL, N_HEADS, D_FF, max_seq_len=MAX_SEQ_LEN)
     check_parameters(layer, layer_parameters(), "DecoderLayer(16, 4, 32)",
-                     "self_attn and cross_attn = MultiHeadAttention(ModelArgs(...)), feed_forward = FeedForward, "
+                     hint="self_attn and cross_attn = MultiHeadAttention(ModelArgs(...)), feed_forward = FeedForward, "
                      "residual1, residual2, residual3 = ResidualConnection.")
     buffers = describe(layer).buffers
     assert "self_attn.mask" in buffers, (
-        "DecoderLayer.self_attn has no causal mask buffer: the decoder must not see the target tokens it is to "
-        "predict. Hint: self_attn = MultiHeadAttention(ModelArgs(..., max_seq_len=max_seq_len), is_causal=True)."
+        tr("DecoderLayer.self_attn has no causal mask buffer: the decoder must not see the target tokens it is to "
+           "predict.") + hint_suffix(tr(CAUSAL_SELF_ATTN))
     )
     shape = buffers["self_attn.mask"]["shape"]
     assert shape == [1, 1, MAX_SEQ_LEN, MAX_SEQ_LEN], (
-        f"DecoderLayer(..., max_seq_len={MAX_SEQ_LEN}).self_attn has causal mask of shape {shape}, expected "
-        f"{[1, 1, MAX_SEQ_LEN, MAX_SEQ_LEN]}. Hint: self_attn = MultiHeadAttention(ModelArgs(..., "
-        "max_seq_len=max_seq_len), is_causal=True)."
+        tr("{layer}.self_attn has causal mask of shape {shape}, expected {expected}.",
+           layer=f"DecoderLayer(..., max_seq_len={MAX_SEQ_LEN})", shape=shape,
+           expected=[1, 1, MAX_SEQ_LEN, MAX_SEQ_LEN])
+        + hint_suffix(tr(CAUSAL_SELF_ATTN))
     )
-    assert "cross_attn.mask" not in buffers, (
-        "DecoderLayer.cross_attn has a causal mask: the source is known entirely, so build it with is_causal=False."
-    )
+    assert "cross_attn.mask" not in buffers, tr(
+        "DecoderLayer.cross_attn has a causal mask: the source is known entirely, so build it with is_causal=False.")
 
 
 @pytest.mark.confirmed_by("test_layer_with_uniform_cross_attention_adds_the_mean_of_kept_memory")
@@ -101,21 +106,22 @@ def test_decoder_has_its_own_weights_in_every_layer_and_a_final_norm(impl):
     got = describe(m).parameters
     if any(name.startswith("layers.0.") for name in got) and not any(name.startswith("layers.1.") for name in got):
         raise AssertionError(
-            "Decoder(3, ...) has parameters for layers.0 only: its three layers are one and the same object, sharing "
-            "one set of weights. Hint: [DecoderLayer(...)] * n_layers repeats one layer; build a new one for each."
+            tr("Decoder(3, ...) has parameters for layers.0 only: its three layers are one and the same object, "
+               "sharing one set of weights.")
+            + hint_suffix(tr("[DecoderLayer(...)] * n_layers repeats one layer; build a new one for each."))
         )
     check_parameters(m, expected, "Decoder(3, 16, 4, 32)",
-                     "layers = nn.ModuleList of n_layers DecoderLayers, norm = nn.LayerNorm(d_model).")
+                     hint="layers = nn.ModuleList of n_layers DecoderLayers, norm = nn.LayerNorm(d_model).")
 
 
 @pytest.mark.points(1)
 def test_output_has_the_shape_of_the_target(impl, device, seed):
     x, memory = inputs(device)
     out = run(decoder(impl, device), x, memory)
-    assert tuple(out.shape) == (2, T_TGT, D_MODEL), (
-        f"Decoder output has shape {tuple(out.shape)} for a target (2, {T_TGT}, {D_MODEL}) and a memory "
-        f"(2, {T_SRC}, {D_MODEL}); expected (2, {T_TGT}, {D_MODEL}), the target's shape: the queries come from x."
-    )
+    assert tuple(out.shape) == (2, T_TGT, D_MODEL), tr(
+        "Decoder output has shape {shape} for a target {target} and a memory {memory}; expected {expected}, the "
+        "target's shape: the queries come from x.", shape=tuple(out.shape), target=(2, T_TGT, D_MODEL),
+        memory=(2, T_SRC, D_MODEL), expected=(2, T_TGT, D_MODEL))
 
 
 @pytest.mark.points(2)
@@ -131,10 +137,11 @@ def test_future_target_tokens_do_not_leak(impl, device, seed):
         if bool(leak.any()):
             s = int(torch.nonzero(leak)[0])
             raise AssertionError(
-                f"Decoder output at position {s} changed when only target positions {t + 1} to {T_TGT - 1} changed: "
-                "the decoder peeks at tokens it must predict. Hint: a later target token reaches an earlier position "
-                "only through attention: self_attn must be causal (MultiHeadAttention(..., is_causal=True)), and "
-                "cross_attn reads its keys and values from memory, not the target."
+                tr("Decoder output at position {s} changed when only target positions {first} to {last} changed: the "
+                   "decoder peeks at tokens it must predict.", s=s, first=t + 1, last=T_TGT - 1)
+                + hint_suffix(tr("a later target token reaches an earlier position only through attention: self_attn "
+                                 "must be causal (MultiHeadAttention(..., is_causal=True)), and cross_attn reads its "
+                                 "keys and values from memory, not the target."))
             )
 
 
@@ -144,9 +151,9 @@ def test_memory_is_read_at_every_position(impl, device, seed):
     x, memory = inputs(device)
     moved = (run(m, x, torch.randn_like(memory)) - run(m, x, memory)).abs().amax(dim=(0, 2))
     assert bool((moved > 1e-4).all()), (
-        f"changing memory moved the Decoder output at position {int(moved.argmin())} by only "
-        f"{moved.min().item():.2g}: cross-attention should read keys and values from memory. Hint: "
-        "self.cross_attn(y, memory, memory, src_mask), with y the normalised decoder input."
+        tr("changing memory moved the Decoder output at position {t} by only {moved}: cross-attention should read "
+           "keys and values from memory.", t=int(moved.argmin()), moved=format(moved.min().item(), ".2g"))
+        + hint_suffix(tr("self.cross_attn(y, memory, memory, src_mask), with y the normalised decoder input."))
     )
 
 
@@ -183,8 +190,8 @@ def test_final_norm_normalises_every_position(impl, device, seed):
     x, memory = inputs(device)
     out = run(decoder(impl, device), 3 * x + 2, memory)
     mean, var = out.mean(dim=-1), out.var(dim=-1, unbiased=False)
-    hint = ("with its initial weights (1 and 0) the final LayerNorm leaves every position with mean 0 and variance 1: "
-            "return self.norm(x) after the last layer.")
+    hint = N_("with its initial weights (1 and 0) the final LayerNorm leaves every position with mean 0 and "
+              "variance 1: return self.norm(x) after the last layer.")
     assert_close(mean, torch.zeros(2, T_TGT, device=device), atol=1e-4, name="mean over d_model of the output",
                  hint=hint)
     assert_close(var, torch.ones(2, T_TGT, device=device), atol=1e-3, name="variance over d_model of the output",
@@ -203,25 +210,26 @@ def test_layer_with_uniform_cross_attention_adds_the_mean_of_kept_memory(impl, d
         "feed_forward.w2.weight": torch.zeros(D_MODEL, D_FF, device=device),  # the feed-forward adds 0
         "feed_forward.w2.bias": torch.zeros(D_MODEL, device=device),
     }
-    load_parameters(layer, weights, name="DecoderLayer", names_hint="use the names of the docstring")
+    load_parameters(layer, weights, name="DecoderLayer", names_hint=tr("use the names of the docstring"))
     x, memory = inputs(device)
     src_mask = padding([T_SRC, 4], T_SRC, device)
     expected = x + torch.stack([memory[0].mean(0), memory[1, :4].mean(0)])[:, None, :]
     assert_close(run(layer, x, memory, src_mask, what="DecoderLayer"), expected, atol=1e-5,
                  name="DecoderLayer output with only cross-attention left, all its scores 0 and wv = wo = I",
-                 hint="each target position should add the mean of the memory positions that src_mask keeps: "
-                      "keys and values come from memory itself (not normalised, not from x). " + LAYER + ".")
+                 hint=tr("each target position should add the mean of the memory positions that src_mask keeps: "
+                         "keys and values come from memory itself (not normalised, not from x). {layer}.",
+                         layer=LAYER))
 
 
-DROPOUT_HINT = ("pass the dropout argument on to every part: both MultiHeadAttention(ModelArgs(..., dropout=dropout, "
-                "...)), FeedForward(d_model, d_ff, dropout), each ResidualConnection(d_model, dropout), and to each "
-                "DecoderLayer")
+DROPOUT_HINT = N_("pass the dropout argument on to every part: both MultiHeadAttention(ModelArgs(..., "
+                  "dropout=dropout, ...)), FeedForward(d_model, d_ff, dropout), each ResidualConnection(d_model, "
+                  "dropout), and to each DecoderLayer.")
 
 
 @pytest.mark.points(1)
 def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed):
     m = impl.decoder.Decoder(2, D_MODEL, N_HEADS, D_FF, 0.3, MAX_SEQ_LEN)
     try:
-        expect_dropout("Decoder", m, 0.3, what="Decoder(..., dropout=0.3)", hint=DROPOUT_HINT + ".")
+        expect_dropout("Decoder", m, 0.3, what="Decoder(..., dropout=0.3)", hint=DROPOUT_HINT)
     except SubmissionFailure as failure:
-        raise type(failure)(f"{failure} Hint: {DROPOUT_HINT}.") from None
+        raise type(failure)(str(failure) + hint_suffix(tr(DROPOUT_HINT))) from None

@@ -10,13 +10,16 @@ import torch
 import torch.nn.functional as F
 
 from grader.testing import (
+    N_,
     SubmissionFailure,
     assert_close,
     describe,
     expect_dropout,
     expect_tensor,
+    hint_suffix,
     load_parameters,
     tolerance,
+    tr,
 )
 
 D_MODEL, N_HEADS, D_FF = 16, 4, 32
@@ -34,24 +37,25 @@ def layer_parameters(prefix=""):
     return {prefix + name: shape for name, shape in shapes.items()}
 
 
-def check_parameters(module, expected, what, hint):
+def check_parameters(module, expected, what, *, hint):
     got = {name: p["shape"] for name, p in describe(module).parameters.items()}
     missing = [name for name in expected if name not in got]
     unexpected = [name for name in got if name not in expected]
-    shapes = [f"{name} {got[name]} (expected {expected[name]})" for name in expected if got.get(name, expected[name])
-              != expected[name]]
+    shapes = [tr("{name} {shape} (expected {expected})", name=name, shape=got[name], expected=expected[name])
+              for name in expected if got.get(name, expected[name]) != expected[name]]
     if missing or unexpected or shapes:
-        problems = [f"no parameter {missing[:3]}" if missing else "",
-                    f"unexpected parameter(s) {unexpected[:3]}" if unexpected else "",
-                    f"wrong shapes: {'; '.join(shapes[:3])}" if shapes else ""]
-        raise AssertionError(f"{what} has {', '.join(p for p in problems if p)}. Hint: {hint}")
+        problems = [tr("no parameter {names}", names=missing[:3]) if missing else "",
+                    tr("unexpected parameter(s) {names}", names=unexpected[:3]) if unexpected else "",
+                    tr("wrong shapes: {shapes}", shapes="; ".join(shapes[:3])) if shapes else ""]
+        raise AssertionError(tr("{what} has {problems}.", what=what, problems=", ".join(p for p in problems if p))
+                             + hint_suffix(tr(hint)))
 
 
 def run(module, *args, what="Encoder", **kwargs):
     try:
-        return expect_tensor(module(*args, **kwargs), name=f"{what} output")
+        return expect_tensor(module(*args, **kwargs), name=tr("{what} output", what=what))
     except SubmissionFailure as failure:
-        raise type(failure)(f"{failure} Hint: {LAYER}.") from None
+        raise type(failure)(str(failure) + hint_suffix(LAYER + ".")) from None
 
 
 def encoder(impl, device, n_layers=2):
@@ -68,13 +72,13 @@ def padding(lengths, T, device):
 def test_encoder_layer_has_the_contract_sublayers(impl):
     layer = impl.encoder.EncoderLayer(D_MODEL, N_HEADS, D_FF)
     check_parameters(layer, layer_parameters(), "EncoderLayer(16, 4, 32)",
-                     "self_attn = MultiHeadAttention(ModelArgs(dim=d_model, n_heads=n_heads, dropout=dropout)), "
+                     hint="self_attn = MultiHeadAttention(ModelArgs(dim=d_model, n_heads=n_heads, dropout=dropout)), "
                      "feed_forward = FeedForward(d_model, d_ff, dropout), residual1 and residual2 = "
                      "ResidualConnection(d_model, dropout).")
     info = describe(layer)
-    assert "self_attn.mask" not in info.buffers, (
-        "EncoderLayer.self_attn has a causal mask: the encoder sees the whole source, so build it with is_causal=False."
-    )
+    assert "self_attn.mask" not in info.buffers, tr(
+        "EncoderLayer.self_attn has a causal mask: the encoder sees the whole source, so build it with "
+        "is_causal=False.")
 
 
 @pytest.mark.confirmed_by("test_layer_with_silent_attention_adds_the_feed_forward_of_norm_x")
@@ -86,12 +90,13 @@ def test_encoder_has_its_own_weights_in_every_layer_and_a_final_norm(impl):
     got = describe(m).parameters
     if any(name.startswith("layers.0.") for name in got) and not any(name.startswith("layers.1.") for name in got):
         raise AssertionError(
-            "Encoder(3, ...) has parameters for layers.0 only: its three layers are one and the same object, sharing "
-            "one set of weights. Hint: [EncoderLayer(...)] * n_layers repeats one layer; build a new one for each: "
-            "nn.ModuleList(EncoderLayer(...) for _ in range(n_layers))."
+            tr("Encoder(3, ...) has parameters for layers.0 only: its three layers are one and the same object, "
+               "sharing one set of weights.")
+            + hint_suffix(tr("[EncoderLayer(...)] * n_layers repeats one layer; build a new one for each: "
+                             "nn.ModuleList(EncoderLayer(...) for _ in range(n_layers))."))
         )
     check_parameters(m, expected, "Encoder(3, 16, 4, 32)",
-                     "layers = nn.ModuleList of n_layers EncoderLayers, norm = nn.LayerNorm(d_model).")
+                     hint="layers = nn.ModuleList of n_layers EncoderLayers, norm = nn.LayerNorm(d_model).")
 
 
 @pytest.mark.points(1)
@@ -99,10 +104,9 @@ def test_output_has_the_shape_of_the_input(impl, device, seed):
     m = encoder(impl, device)
     for shape in ((2, 7, D_MODEL), (1, 5, D_MODEL)):
         out = run(m, torch.randn(*shape, device=device))
-        assert tuple(out.shape) == shape, (
-            f"Encoder output has shape {tuple(out.shape)} for an input of shape {shape}; expected the same "
-            "(B, T, d_model)."
-        )
+        assert tuple(out.shape) == shape, tr(
+            "Encoder output has shape {shape} for an input of shape {input_shape}; expected the same (B, T, d_model).",
+            shape=tuple(out.shape), input_shape=shape)
 
 
 @pytest.mark.points(2)
@@ -112,7 +116,7 @@ def test_layer_with_silent_attention_adds_the_feed_forward_of_norm_x(impl, devic
     weights["self_attn.wo.weight"] = torch.zeros(D_MODEL, D_MODEL, device=device)  # attention adds exactly 0
     for i in (1, 2):
         weights[f"residual{i}.norm.weight"] += 1
-    load_parameters(layer, weights, name="EncoderLayer", names_hint="use the names of the docstring")
+    load_parameters(layer, weights, name="EncoderLayer", names_hint=tr("use the names of the docstring"))
     x = torch.randn(2, 7, D_MODEL, device=device)
 
     def by_hand(x):
@@ -124,8 +128,8 @@ def test_layer_with_silent_attention_adds_the_feed_forward_of_norm_x(impl, devic
     want = by_hand(x.double())
     assert_close(run(layer, x, what="EncoderLayer"), want.float(), atol=tolerance(by_hand(x), want),
                  name="EncoderLayer output with wo = 0",
-                 hint="with wo = 0 the attention adds nothing, so the layer returns x + feed_forward(norm2(x)), where "
-                      f"norm2 is residual2's own LayerNorm: {LAYER}.")
+                 hint=tr("with wo = 0 the attention adds nothing, so the layer returns x + feed_forward(norm2(x)), "
+                         "where norm2 is residual2's own LayerNorm: {layer}.", layer=LAYER))
 
 
 @pytest.mark.points(1)
@@ -147,9 +151,10 @@ def test_every_position_sees_the_whole_source(impl, device, seed):
     changed[:, -1] = torch.randn(2, D_MODEL, device=device)
     moved = (run(m, changed) - run(m, x))[:, 0].abs().max().item()
     assert moved > 1e-4, (
-        f"changing the last source token changed the output at position 0 by only {moved:.2g}: the encoder's "
-        "self-attention should let every position look at the whole source, later positions included. Hint: "
-        "self_attn is MultiHeadAttention(..., is_causal=False) and gets q, k and v from the same y."
+        tr("changing the last source token changed the output at position 0 by only {moved}: the encoder's "
+           "self-attention should let every position look at the whole source, later positions included.",
+           moved=format(moved, ".2g"))
+        + hint_suffix(tr("self_attn is MultiHeadAttention(..., is_causal=False) and gets q, k and v from the same y."))
     )
 
 
@@ -167,14 +172,15 @@ def test_padding_is_never_attended(impl, device, seed):
                       "layer, and in each layer to self_attn: self.self_attn(y, y, y, mask).")
 
 
-DROPOUT_HINT = ("pass the dropout argument on to every part: MultiHeadAttention(ModelArgs(..., dropout=dropout)), "
-                "FeedForward(d_model, d_ff, dropout), ResidualConnection(d_model, dropout), and to each EncoderLayer")
+DROPOUT_HINT = N_("pass the dropout argument on to every part: MultiHeadAttention(ModelArgs(..., dropout=dropout)), "
+                  "FeedForward(d_model, d_ff, dropout), ResidualConnection(d_model, dropout), and to each "
+                  "EncoderLayer.")
 
 
 @pytest.mark.points(1)
 def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed):
     m = impl.encoder.Encoder(2, D_MODEL, N_HEADS, D_FF, 0.3)
     try:
-        expect_dropout("Encoder", m, 0.3, what="Encoder(..., dropout=0.3)", hint=DROPOUT_HINT + ".")
+        expect_dropout("Encoder", m, 0.3, what="Encoder(..., dropout=0.3)", hint=DROPOUT_HINT)
     except SubmissionFailure as failure:
-        raise type(failure)(f"{failure} Hint: {DROPOUT_HINT}.") from None
+        raise type(failure)(str(failure) + hint_suffix(tr(DROPOUT_HINT))) from None

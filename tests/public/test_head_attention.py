@@ -8,12 +8,15 @@ import pytest
 import torch
 
 from grader.testing import (
+    N_,
     SubmissionFailure,
     assert_close,
     describe,
     expect_tensor,
     explained_by_weight_dropout,
+    hint_suffix,
     load_parameters,
+    tr,
     uniform_causal,
 )
 
@@ -32,14 +35,14 @@ def head(impl, device, *, n_embd=N_EMBD, head_size=HEAD_SIZE, block_size=BLOCK_S
 def load_weights(module, weights):
     """Load hand-made weights by name; the module keeps its own `tril`."""
     load_parameters(module, weights, name="HeadAttention",
-                    names_hint="call the layers key, query and value", allow=("tril",))
+                    names_hint=tr("call the layers key, query and value"), allow=("tril",))
 
 
 def call(m, x, hint=""):
     try:
         return expect_tensor(m(x), name="HeadAttention output")
     except SubmissionFailure as failure:
-        raise type(failure)(f"{failure}{' Hint: ' + hint if hint else ''}") from None
+        raise type(failure)(str(failure) + hint_suffix(tr(hint))) from None
 
 
 def keep_first_features(n_embd, head_size, device):
@@ -53,8 +56,9 @@ def test_output_has_shape_batch_time_head_size(impl, device, seed, T):
     x = torch.randn(3, T, N_EMBD, device=device)
     out = call(head(impl, device), x)
     assert tuple(out.shape) == (3, T, HEAD_SIZE), (
-        f"output has shape {tuple(out.shape)} for x of shape (3, {T}, {N_EMBD}), expected (3, {T}, {HEAD_SIZE}) "
-        f"= (B, T, head_size). Hint: the (B, T, T) attention weights @ v (B, T, head_size) give (B, T, head_size)."
+        tr("output has shape {shape} for x of shape {x_shape}, expected {expected} = (B, T, head_size).",
+           shape=tuple(out.shape), x_shape=(3, T, N_EMBD), expected=(3, T, HEAD_SIZE))
+        + hint_suffix(tr("the (B, T, T) attention weights @ v (B, T, head_size) give (B, T, head_size)."))
     )
 
 
@@ -65,16 +69,18 @@ def test_key_query_value_have_no_bias_and_tril_is_a_buffer(impl, device):
     info = describe(m)
     expected = {f"{name}.weight": [HEAD_SIZE, N_EMBD] for name in ("key", "query", "value")}
     got = {name: p["shape"] for name, p in info.parameters.items()}
-    assert "tril" not in got, (
-        "tril is a parameter, so an optimizer would train it: use self.register_buffer('tril', ...)"
-    )
+    assert "tril" not in got, tr(
+        "tril is a parameter, so an optimizer would train it: use self.register_buffer('tril', ...)")
     assert got == expected, (
-        f"HeadAttention({N_EMBD}, {HEAD_SIZE}, {BLOCK_SIZE}) has parameters {got}, expected {expected}. "
-        "Hint: key, query, value = nn.Linear(n_embd, head_size, bias=False)."
+        tr("{module} has parameters {got}, expected {expected}.",
+           module=f"HeadAttention({N_EMBD}, {HEAD_SIZE}, {BLOCK_SIZE})", got=got, expected=expected)
+        + hint_suffix(tr("key, query, value = nn.Linear(n_embd, head_size, bias=False)."))
     )
-    assert "tril" in info.buffers, f"no buffer named tril (buffers: {sorted(info.buffers) or 'none'})"
+    assert "tril" in info.buffers, tr("no buffer named tril (buffers: {names})",
+                                      names=sorted(info.buffers) or tr("none"))
     shape = tuple(info.buffers["tril"]["shape"])
-    assert shape == (BLOCK_SIZE, BLOCK_SIZE), f"tril has shape {shape}, expected (block_size, block_size)"
+    assert shape == (BLOCK_SIZE, BLOCK_SIZE), tr("tril has shape {shape}, expected (block_size, block_size)",
+                                                 shape=shape)
     assert_close(m.tril, torch.ones(BLOCK_SIZE, BLOCK_SIZE, device=device).tril(), atol=0.0, name="tril",
                  check_dtype=False, hint="ones on and below the diagonal, zeros above: torch.tril(torch.ones(...)).")
 
@@ -86,19 +92,18 @@ def test_future_tokens_do_not_leak(impl, device, seed):
     changed = x.clone()
     changed[:, 6:] = torch.randn(2, 4, N_EMBD, device=device)
     before, after = call(m, x), call(m, changed)
-    assert tuple(before.shape) == (2, 10, HEAD_SIZE), (
-        f"output has shape {tuple(before.shape)}, expected (2, 10, {HEAD_SIZE})"
-    )
+    assert tuple(before.shape) == (2, 10, HEAD_SIZE), tr("output has shape {shape}, expected {expected}",
+                                                         shape=tuple(before.shape), expected=(2, 10, HEAD_SIZE))
     leak = (after[:, :6] - before[:, :6]).abs().amax(dim=(0, 2)) > 1e-5
     if bool(leak.any()):
         t = int(torch.nonzero(leak)[0])
         raise AssertionError(
-            f"output at position {t} changed when only positions 6 to 9 changed: the mask lets the future leak. "
-            "Hint: set the scores where self.tril[:T, :T] == 0 to -inf before the softmax."
+            tr("output at position {t} changed when only positions 6 to 9 changed: the mask lets the future leak.",
+               t=t)
+            + hint_suffix(tr("set the scores where self.tril[:T, :T] == 0 to -inf before the softmax."))
         )
-    assert not torch.allclose(after[:, 6:], before[:, 6:]), (
-        "changing positions 6 to 9 did not change their own outputs: each position must attend to itself."
-    )
+    assert not torch.allclose(after[:, 6:], before[:, 6:]), tr(
+        "changing positions 6 to 9 did not change their own outputs: each position must attend to itself.")
 
 
 @pytest.mark.points(2)
@@ -109,8 +114,8 @@ def test_course_notes_worked_example_scaled_by_head_size(impl, device, seed):
     tokens = torch.tensor(TOKENS, device=device)
     x = torch.cat([tokens, torch.randn(5, 4, device=device)], dim=-1)[None]  # (1, 5, 8); only the tokens count
     out = call(m, x)
-    hint = ("with these weights q = k = v = the notes' tokens (head_size 4); the last token sees all five, so its "
-            "weights are the notes' last row, whose scores are divided by sqrt(head_size) = 2.")
+    hint = N_("with these weights q = k = v = the notes' tokens (head_size 4); the last token sees all five, so its "
+              "weights are the notes' last row, whose scores are divided by sqrt(head_size) = 2.")
     assert_close(out[0, 0], tokens[0], atol=1e-5, name="output at position 0 (which sees only itself)", hint=hint)
     assert_close(out[0, 4], torch.tensor(LAST_ROW, device=device) @ tokens, atol=3e-4,
                  name="output at position 4", hint=hint)
@@ -138,12 +143,11 @@ def test_dropout_only_while_training(impl, device, seed):
     m = head(impl, device, dropout=0.5)
     x = torch.randn(4, BLOCK_SIZE, N_EMBD, device=device)
     first, second = call(m, x), call(m, x)
-    assert torch.equal(first, second), "in eval mode two calls on the same input differ: dropout must be off"
+    assert torch.equal(first, second), tr("in eval mode two calls on the same input differ: dropout must be off")
     m.train()
     dropped, dropped_again = call(m, x), call(m, x)
-    assert not torch.equal(dropped, dropped_again) and not torch.equal(dropped, first), (
-        "with dropout=0.5 in training mode the output never changed: apply self.dropout to the attention weights."
-    )
+    assert not torch.equal(dropped, dropped_again) and not torch.equal(dropped, first), tr(
+        "with dropout=0.5 in training mode the output never changed: apply self.dropout to the attention weights.")
 
 
 @pytest.mark.hint_after("test_zero_queries_average_the_past_values")  # the same, without dropout
@@ -161,8 +165,8 @@ def test_dropout_acts_on_the_attention_weights(impl, device, seed):
     weights = torch.ones(6, 6, device=device).tril()
     weights = weights / weights.sum(dim=-1, keepdim=True)  # (T, T): row t is 1/(t+1) on positions 0..t
     expected = (weights * keep) @ x[..., :HEAD_SIZE]
-    hint = ("the grader replaced self.dropout by a fixed mask of shape (B, T, T): apply self.dropout to the weights "
-            "after the softmax and before @ v, not to the output.")
+    hint = N_("the grader replaced self.dropout by a fixed mask of shape (B, T, T): apply self.dropout to the "
+              "weights after the softmax and before @ v, not to the output.")
     try:
         assert_close(call(m, x, hint), expected, atol=1e-5, name="output with a fixed dropout on the weights",
                      hint=hint)

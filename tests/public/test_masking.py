@@ -7,7 +7,7 @@ number you can check by hand or a property any correct causal mask has.
 import pytest
 import torch
 
-from grader.testing import assert_close, expect_tensor
+from grader.testing import assert_close, expect_tensor, hint_suffix, tr
 
 
 @pytest.mark.points(1)
@@ -16,8 +16,9 @@ def test_causal_average_keeps_the_shape(impl, device, seed):
     out = expect_tensor(impl.masking.causal_average(x), name="causal_average(x)")
     if tuple(out.shape) != (2, 7, 5):
         raise AssertionError(
-            f"causal_average(x) has shape {tuple(out.shape)} for x of shape (2, 7, 5), expected (2, 7, 5) = (B, T, C). "
-            "Hint: (T, T) weights @ x (B, T, C) gives (B, T, C)."
+            tr("causal_average(x) has shape {shape} for x of shape (2, 7, 5), expected (2, 7, 5) = (B, T, C).",
+               shape=tuple(out.shape))
+            + hint_suffix(tr("(T, T) weights @ x (B, T, C) gives (B, T, C)."))
         )
 
 
@@ -85,16 +86,17 @@ def test_look_ahead_mask_keeps_the_past_and_the_present(impl):
 def test_causal_mask_is_zero_below_and_minus_infinity_above(impl):
     mask = expect_tensor(impl.masking.causal_mask(4), name="causal_mask(4)").cpu()
     if tuple(mask.shape) != (1, 1, 4, 4):
-        raise AssertionError(f"causal_mask(4) has shape {tuple(mask.shape)}, expected (1, 1, 4, 4): the two leading "
-                             "1s broadcast over batch and heads.")
+        raise AssertionError(tr("causal_mask(4) has shape {shape}, expected (1, 1, 4, 4): the two leading 1s "
+                                "broadcast over batch and heads.", shape=tuple(mask.shape)))
     if not mask.is_floating_point():
-        raise AssertionError(f"causal_mask(4) has dtype {mask.dtype}, expected a float dtype: it holds -inf.")
+        raise AssertionError(tr("causal_mask(4) has dtype {dtype}, expected a float dtype: it holds -inf.",
+                                dtype=mask.dtype))
     above = torch.ones(1, 1, 4, 4, dtype=torch.bool).triu(diagonal=1)
     assert_close(mask.masked_fill(above, 0.0), torch.zeros(1, 1, 4, 4, dtype=mask.dtype), atol=0.0,
                  name="causal_mask(4) on and below the diagonal", hint="0 where attending is allowed (column <= row).")
     leaks = above & ~(mask <= -1e9)  # -1e9 blocks as surely as -inf
     if leaks.any():
         row, col = (int(i) for i in leaks[0, 0].nonzero()[0])
-        raise AssertionError(f"causal_mask(4)[0, 0, {row}, {col}] is {mask[0, 0, row, col].item():g}, expected -inf: "
-                             "above the diagonal (column > row) the future must be blocked, and adding -inf to a "
-                             "score is what blocks it.")
+        raise AssertionError(tr("causal_mask(4)[0, 0, {row}, {col}] is {value}, expected -inf: above the diagonal "
+                                "(column > row) the future must be blocked, and adding -inf to a score is what "
+                                "blocks it.", row=row, col=col, value=format(mask[0, 0, row, col].item(), "g")))

@@ -9,12 +9,15 @@ import pytest
 import torch
 
 from grader.testing import (
+    N_,
     SubmissionFailure,
     assert_close,
     describe,
     expect_tensor,
     explained_by_weight_dropout,
+    hint_suffix,
     load_parameters,
+    tr,
     uniform_causal,
 )
 
@@ -35,14 +38,14 @@ def mha(impl, device, *, dim=DIM, n_heads=N_HEADS, max_seq_len=MAX_SEQ_LEN, is_c
 def load_weights(module, weights):
     """Load hand-made weights by name; the module keeps its own `mask`."""
     load_parameters(module, weights, name="MultiHeadAttention",
-                    names_hint="call the layers wq, wk, wv and wo", allow=("mask",))
+                    names_hint=tr("call the layers wq, wk, wv and wo"), allow=("mask",))
 
 
 def attend(m, *args, hint="", **kwargs):
     try:
         return expect_tensor(m(*args, **kwargs), name="MultiHeadAttention output")
     except SubmissionFailure as failure:
-        raise type(failure)(f"{failure}{' Hint: ' + hint if hint else ''}") from None
+        raise type(failure)(str(failure) + hint_suffix(tr(hint))) from None
 
 
 @pytest.mark.points(1)
@@ -51,8 +54,10 @@ def test_output_has_the_shape_of_the_queries(impl, device, seed, T_q, T_k):
     q, kv = torch.randn(2, T_q, DIM, device=device), torch.randn(2, T_k, DIM, device=device)
     out = attend(mha(impl, device), q, kv, kv)
     assert tuple(out.shape) == (2, T_q, DIM), (
-        f"output has shape {tuple(out.shape)} for q of shape (2, {T_q}, {DIM}) and k, v of shape (2, {T_k}, {DIM}); "
-        f"expected (2, {T_q}, {DIM}) = (B, T_q, dim). Hint: split k and v with their own length, k.size(1)."
+        tr("output has shape {shape} for q of shape {q_shape} and k, v of shape {kv_shape}; expected {expected} = "
+           "(B, T_q, dim).", shape=tuple(out.shape), q_shape=(2, T_q, DIM), kv_shape=(2, T_k, DIM),
+           expected=(2, T_q, DIM))
+        + hint_suffix(tr("split k and v with their own length, k.size(1)."))
     )
 
 
@@ -64,20 +69,22 @@ def test_layers_and_causal_buffer_have_the_contract_names_and_shapes(impl, devic
     got = {name: p["shape"] for name, p in info.parameters.items()}
     expected = {f"{name}.weight": [DIM, DIM] for name in ("wq", "wk", "wv", "wo")}
     assert got == expected, (
-        f"MultiHeadAttention(dim={DIM}) has parameters {got}, expected {expected}. "
-        "Hint: wq, wk, wv, wo = nn.Linear(dim, dim, bias=False)."
+        tr("{module} has parameters {got}, expected {expected}.", module=f"MultiHeadAttention(dim={DIM})", got=got,
+           expected=expected)
+        + hint_suffix(tr("wq, wk, wv, wo = nn.Linear(dim, dim, bias=False)."))
     )
-    assert (m.n_heads, m.head_dim) == (N_HEADS, DIM // N_HEADS), (
-        f"n_heads, head_dim are {m.n_heads}, {m.head_dim}; expected {N_HEADS}, {DIM // N_HEADS} = dim // n_heads"
-    )
+    assert (m.n_heads, m.head_dim) == (N_HEADS, DIM // N_HEADS), tr(
+        "n_heads, head_dim are {n_heads}, {head_dim}; expected {want_heads}, {want_dim} = dim // n_heads",
+        n_heads=m.n_heads, head_dim=m.head_dim, want_heads=N_HEADS, want_dim=DIM // N_HEADS)
     assert "mask" in info.buffers, (
-        f"with is_causal=True there is no buffer named mask (buffers: {sorted(info.buffers) or 'none'}). "
-        "Hint: self.register_buffer('mask', causal_mask(args.max_seq_len))."
+        tr("with is_causal=True there is no buffer named mask (buffers: {names}).",
+           names=sorted(info.buffers) or tr("none"))
+        + hint_suffix(tr("self.register_buffer('mask', causal_mask(args.max_seq_len))."))
     )
     shape = tuple(info.buffers["mask"]["shape"])
-    assert shape == (1, 1, MAX_SEQ_LEN, MAX_SEQ_LEN), (
-        f"mask has shape {shape}, expected (1, 1, max_seq_len, max_seq_len) = (1, 1, {MAX_SEQ_LEN}, {MAX_SEQ_LEN})"
-    )
+    assert shape == (1, 1, MAX_SEQ_LEN, MAX_SEQ_LEN), tr(
+        "mask has shape {shape}, expected (1, 1, max_seq_len, max_seq_len) = {expected}", shape=shape,
+        expected=(1, 1, MAX_SEQ_LEN, MAX_SEQ_LEN))
 
 
 @pytest.mark.points(1)
@@ -85,12 +92,14 @@ def test_dim_not_divisible_by_n_heads_is_refused(impl):
     try:
         mha(impl, "cpu", dim=10, n_heads=4)
     except SubmissionFailure as failure:
-        raised = "raised ValueError" in str(failure) or "raised AssertionError" in str(failure)
-        assert raised, f"expected ValueError or AssertionError for dim 10 and n_heads 4, got: {failure}"
+        raised = failure.kind in ("ValueError", "AssertionError")  # what the submission raised, in any language
+        assert raised, tr("expected ValueError or AssertionError for dim 10 and n_heads 4, got: {failure}",
+                          failure=failure)
     else:
         raise AssertionError(
-            "MultiHeadAttention(ModelArgs(dim=10, n_heads=4)) was built without complaint: 10 features cannot be "
-            "split into 4 equal heads. Hint: raise ValueError when args.dim % args.n_heads != 0."
+            tr("MultiHeadAttention(ModelArgs(dim=10, n_heads=4)) was built without complaint: 10 features cannot be "
+               "split into 4 equal heads.")
+            + hint_suffix(tr("raise ValueError when args.dim % args.n_heads != 0."))
         )
 
 
@@ -108,10 +117,13 @@ def test_future_tokens_do_not_leak(impl, device, seed, padded):
     leak = (after[:, :6] - before[:, :6]).abs().amax(dim=(0, 2)) > 1e-5
     if bool(leak.any()):
         t = int(torch.nonzero(leak)[0])
-        also = "; apply the padding mask as well, not instead of it" if padded else ""
+        hint = (N_("add self.mask[:, :, :T_q, :T_k] to the scores before the softmax; apply the padding mask as "
+                   "well, not instead of it.") if padded
+                else N_("add self.mask[:, :, :T_q, :T_k] to the scores before the softmax."))
         raise AssertionError(
-            f"output at position {t} changed when only positions 6 to 9 changed: the mask lets the future leak. "
-            f"Hint: add self.mask[:, :, :T_q, :T_k] to the scores before the softmax{also}."
+            tr("output at position {t} changed when only positions 6 to 9 changed: the mask lets the future leak.",
+               t=t)
+            + hint_suffix(tr(hint))
         )
 
 
@@ -143,14 +155,15 @@ def test_zero_queries_average_the_allowed_values(impl, device, seed, is_causal):
     x = torch.randn(2, 6, DIM, device=device)
     if is_causal:
         expected = x.cumsum(dim=1) / torch.arange(1, 7, device=device, dtype=x.dtype)[None, :, None]
-        out, what = attend(m, x, x, x), "the mean of positions 0..t (T = 6 < max_seq_len)"
+        out, hint = attend(m, x, x, x), N_("equal scores give equal weights, so each output row is the mean of "
+                                           "positions 0..t (T = 6 < max_seq_len).")
     else:
         keep = torch.ones(2, 1, 1, 6, dtype=torch.bool, device=device)
         keep[0, ..., 4:] = False
         expected = torch.stack([x[0, :4].mean(0).expand(6, DIM), x[1].mean(0).expand(6, DIM)])
-        out, what = attend(m, x, x, x, mask=keep), "the mean of the kept positions"
-    assert_close(out, expected, atol=1e-5, name="output with all scores 0 and wv = wo = I",
-                 hint=f"equal scores give equal weights, so each output row is {what}.")
+        out, hint = attend(m, x, x, x, mask=keep), N_("equal scores give equal weights, so each output row is the "
+                                                      "mean of the kept positions.")
+    assert_close(out, expected, atol=1e-5, name="output with all scores 0 and wv = wo = I", hint=hint)
 
 
 @pytest.mark.points(1)
@@ -162,9 +175,9 @@ def test_course_notes_example_in_two_heads(impl, device, is_causal):
     x = torch.cat([tokens, tokens.flip(0)], dim=-1)[None]  # head 0 sees the tokens, head 1 the same in reverse order
     out = attend(m, x, x, x)
     first, last = torch.tensor(FIRST_ROW, device=device) @ tokens, torch.tensor(LAST_ROW, device=device) @ tokens
-    hint = ("with identity weights head 0 attends over features 0-3 of each token and head 1 over features 4-7, each "
-            "the notes' example with d_k = head_dim = 4. Split with .view(B, T, n_heads, head_dim).transpose(1, 2), "
-            "scale by sqrt(head_dim), and merge back with .transpose(1, 2).")
+    hint = N_("with identity weights head 0 attends over features 0-3 of each token and head 1 over features 4-7, "
+              "each the notes' example with d_k = head_dim = 4. Split with .view(B, T, n_heads, head_dim)"
+              ".transpose(1, 2), scale by sqrt(head_dim), and merge back with .transpose(1, 2).")
     # Position 4 sees all five tokens in both cases; causal position 0 sees only itself.
     expected_first = x[0, 0] if is_causal else torch.cat([first, last])
     assert_close(out[0, 0], expected_first, atol=3e-4, name="output at position 0", hint=hint)
@@ -211,8 +224,8 @@ def test_dropout_acts_on_the_weights_and_on_the_output(impl, device, seed):
     head_dim = DIM // N_HEADS
     heads = [(uniform * on_weights[:, h]) @ x[..., h * head_dim:(h + 1) * head_dim] for h in range(N_HEADS)]
     expected = torch.cat(heads, dim=-1) * on_output  # wv = wo = I
-    hint = ("the grader replaced attn_dropout by a fixed (B, n_heads, T_q, T_k) mask and resid_dropout by a fixed "
-            "(B, T_q, dim) one: apply attn_dropout to the softmax weights and resid_dropout to the output of wo.")
+    hint = N_("the grader replaced attn_dropout by a fixed (B, n_heads, T_q, T_k) mask and resid_dropout by a fixed "
+              "(B, T_q, dim) one: apply attn_dropout to the softmax weights and resid_dropout to the output of wo.")
     try:
         assert_close(attend(m, x, x, x, hint=hint), expected, atol=1e-5, name="output with fixed dropouts", hint=hint)
     except AssertionError as fixed:

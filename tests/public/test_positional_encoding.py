@@ -9,7 +9,16 @@ import math
 import pytest
 import torch
 
-from grader.testing import NotImplementedYet, SubmissionFailure, assert_close, describe, expect_tensor
+from grader.testing import (
+    N_,
+    NotImplementedYet,
+    SubmissionFailure,
+    assert_close,
+    describe,
+    expect_tensor,
+    hint_suffix,
+    tr,
+)
 
 
 def by_hand(position: int, d_model: int) -> list[float]:
@@ -32,10 +41,11 @@ def as_3d(pe: torch.Tensor) -> torch.Tensor:
 def test_pe_has_shape_one_by_max_len_by_d_model(impl):
     pe = table(impl, 8, 20)
     if tuple(pe.shape) != (1, 20, 8):
-        hint = ("the leading 1 broadcasts over the batch: register pe.unsqueeze(0)." if tuple(pe.shape) == (20, 8) else
-                "build a (max_len, d_model) table, a sin or a cos in every column, then register pe.unsqueeze(0).")
-        raise AssertionError(f"PositionalEncoding(8, max_len=20).pe has shape {tuple(pe.shape)}, expected (1, 20, 8) = "
-                             f"(1, max_len, d_model). Hint: {hint}")
+        hint = (N_("the leading 1 broadcasts over the batch: register pe.unsqueeze(0).") if tuple(pe.shape) == (20, 8)
+                else N_("build a (max_len, d_model) table, a sin or a cos in every column, then register "
+                        "pe.unsqueeze(0)."))
+        raise AssertionError(tr("PositionalEncoding(8, max_len=20).pe has shape {shape}, expected (1, 20, 8) = "
+                                "(1, max_len, d_model).", shape=tuple(pe.shape)) + hint_suffix(tr(hint)))
 
 
 @pytest.mark.confirmed_by("test_forward_adds_the_encodings_of_the_first_T_positions")
@@ -43,12 +53,12 @@ def test_pe_has_shape_one_by_max_len_by_d_model(impl):
 def test_pe_is_a_buffer_not_a_parameter(impl):
     info = describe(impl.positional_encoding.PositionalEncoding(8, max_len=20))
     if "pe" in info.parameters:
-        raise AssertionError("pe is an nn.Parameter, so the optimiser would train it. Hint: the table is fixed: "
-                             "self.register_buffer('pe', pe).")
+        raise AssertionError(tr("pe is an nn.Parameter, so the optimiser would train it.")
+                             + hint_suffix(tr("the table is fixed: self.register_buffer('pe', pe).")))
     if "pe" not in info.buffers:
-        found = sorted(info.buffers) or "none"
-        raise AssertionError(f"PositionalEncoding has no buffer named pe (its buffers: {found})."
-                             " Hint: self.register_buffer('pe', pe), not self.pe = pe.")
+        found = sorted(info.buffers) or tr("none")
+        raise AssertionError(tr("PositionalEncoding has no buffer named pe (its buffers: {found}).", found=found)
+                             + hint_suffix(tr("self.register_buffer('pe', pe), not self.pe = pe.")))
 
 
 @pytest.mark.points(2)
@@ -71,8 +81,9 @@ def test_values_lie_between_minus_one_and_one(impl):
     pe = table(impl, 16, 100)
     largest = pe.abs().max().item() if pe.numel() else 0.0
     if not largest <= 1.0:
-        raise AssertionError(f"pe holds a value of absolute value {largest:.4g}, expected every value in [-1, 1]. "
-                             "Hint: every entry is a sin or a cos.")
+        raise AssertionError(tr("pe holds a value of absolute value {largest}, expected every value in [-1, 1].",
+                                largest=format(largest, ".4g"))
+                             + hint_suffix(tr("every entry is a sin or a cos.")))
 
 
 @pytest.mark.points(2)
@@ -80,13 +91,13 @@ def test_forward_adds_the_encodings_of_the_first_T_positions(impl, device, seed)
     module = impl.positional_encoding.PositionalEncoding(8, max_len=20).to(device)
     pe = as_3d(expect_tensor(module.pe, name="PositionalEncoding.pe").detach())
     x = torch.randn(2, 5, 8, device=device)
-    hint = ("return x + self.pe[:, :T] with T = x.size(1), the first T rows of the table (then dropout, which is off "
-            "by default); keep pe in float32 so that the output stays float32.")
+    hint = N_("return x + self.pe[:, :T] with T = x.size(1), the first T rows of the table (then dropout, which is "
+              "off by default); keep pe in float32 so that the output stays float32.")
     try:
         out = module(x)
     except SubmissionFailure as failure:
         if isinstance(failure, NotImplementedYet):
             raise
-        raise SubmissionFailure(f"{failure} Hint: {hint}") from None
+        raise SubmissionFailure(str(failure) + hint_suffix(tr(hint))) from None
     assert_close(out, (x + pe[:, :5]).to(x.dtype), atol=1e-6,
                  name="PositionalEncoding(8, max_len=20)(x) for x of shape (2, 5, 8)", hint=hint)

@@ -11,28 +11,32 @@ import torch
 import torch.nn.functional as F
 
 from grader.testing import (
+    N_,
     SubmissionFailure,
     assert_close,
     describe,
     expect_dropout,
     expect_tensor,
+    hint_suffix,
     load_parameters,
     tolerance,
+    tr,
 )
 
 D_MODEL, D_FF = 16, 32
-PRE_NORM = "a ResidualConnection returns x + self.dropout(sublayer(self.norm(x))): normalise, apply, drop, add x"
+PRE_NORM = N_("a ResidualConnection returns x + self.dropout(sublayer(self.norm(x))): normalise, apply, drop, add x.")
+DROPOUT_HINT = N_("self.dropout = nn.Dropout(dropout) with the constructor's argument (default 0.0), applied once.")
 
 
 def load_weights(module, weights, what):
-    load_parameters(module, weights, name=what, names_hint="use the attribute names of the docstring")
+    load_parameters(module, weights, name=what, names_hint=tr("use the attribute names of the docstring"))
 
 
 def run(module, *args, what, hint=""):
     try:
-        return expect_tensor(module(*args), name=f"{what} output")
+        return expect_tensor(module(*args), name=tr("{what} output", what=what))
     except SubmissionFailure as failure:
-        raise type(failure)(f"{failure}{' Hint: ' + hint if hint else ''}") from None
+        raise type(failure)(str(failure) + hint_suffix(tr(hint))) from None
 
 
 def pre_norm(x, sublayer):
@@ -53,12 +57,14 @@ def test_feed_forward_has_w1_and_w2_with_biases(impl):
     got = {name: p["shape"] for name, p in info.parameters.items()}
     expected = {"w1.weight": [D_FF, D_MODEL], "w1.bias": [D_FF], "w2.weight": [D_MODEL, D_FF], "w2.bias": [D_MODEL]}
     assert got == expected, (
-        f"FeedForward({D_MODEL}, {D_FF}) has parameters {got}, expected {expected}. "
-        "Hint: w1 = nn.Linear(d_model, d_ff) widens, w2 = nn.Linear(d_ff, d_model) narrows back; both keep their bias."
+        tr("{module} has parameters {got}, expected {expected}.", module=f"FeedForward({D_MODEL}, {D_FF})", got=got,
+           expected=expected)
+        + hint_suffix(tr("w1 = nn.Linear(d_model, d_ff) widens, w2 = nn.Linear(d_ff, d_model) narrows back; both "
+                         "keep their bias."))
     )
-    assert info.is_a("dropout", "Dropout"), (
-        f"FeedForward.dropout should be an nn.Dropout, got {info.kind_of('dropout')}"
-    )
+    assert info.is_a("dropout", "Dropout"), tr("{module} should be an {kind}, got {found}",
+                                                module="FeedForward.dropout", kind="nn.Dropout",
+                                                found=info.kind_of("dropout"))
 
 
 @pytest.mark.confirmed_by("test_residual_is_pre_norm")
@@ -68,13 +74,15 @@ def test_residual_connection_has_a_layer_norm_named_norm(impl):
     got = {name: p["shape"] for name, p in info.parameters.items()}
     expected = {"norm.weight": [D_MODEL], "norm.bias": [D_MODEL]}
     assert got == expected, (
-        f"ResidualConnection({D_MODEL}) has parameters {got}, expected {expected}. "
-        "Hint: self.norm = nn.LayerNorm(d_model); the sublayer's parameters belong to the sublayer, not here."
+        tr("{module} has parameters {got}, expected {expected}.", module=f"ResidualConnection({D_MODEL})", got=got,
+           expected=expected)
+        + hint_suffix(tr("self.norm = nn.LayerNorm(d_model); the sublayer's parameters belong to the sublayer, not "
+                         "here."))
     )
     for name, kind in (("norm", ".LayerNorm"), ("dropout", ".Dropout")):
-        assert info.is_a(name, kind.lstrip(".")), (
-            f"ResidualConnection.{name} should be an nn{kind}, got {info.kind_of(name)}"
-        )
+        assert info.is_a(name, kind.lstrip(".")), tr("{module} should be an {kind}, got {found}",
+                                                     module=f"ResidualConnection.{name}", kind=f"nn{kind}",
+                                                     found=info.kind_of(name))
 
 
 @pytest.mark.points(2)
@@ -99,9 +107,10 @@ def test_feed_forward_keeps_the_shape_of_its_input(impl, device, seed):
     for shape in ((2, 7, D_MODEL), (1, 3, D_MODEL), (5, D_MODEL)):
         out = run(ff, torch.randn(*shape, device=device), what="FeedForward")
         assert tuple(out.shape) == shape, (
-            f"FeedForward output has shape {tuple(out.shape)} for an input of shape {shape}; expected the same. "
-            "Hint: w2 maps d_ff back to d_model, and nn.Linear acts on the last dim whatever the leading dims, so no "
-            "view or reshape is needed."
+            tr("FeedForward output has shape {shape} for an input of shape {input_shape}; expected the same.",
+               shape=tuple(out.shape), input_shape=shape)
+            + hint_suffix(tr("w2 maps d_ff back to d_model, and nn.Linear acts on the last dim whatever the leading "
+                             "dims, so no view or reshape is needed."))
         )
 
 
@@ -111,7 +120,8 @@ def test_zero_sublayer_returns_x_unchanged(impl, device, seed):
     x = torch.randn(2, 7, D_MODEL, device=device)
     out = run(rc, x, impl.probes.Scale(0.0), what="ResidualConnection")
     assert_close(out, x, atol=0.0, name="ResidualConnection output with a sublayer that returns 0",
-                 hint="the residual path adds x itself, untouched: " + PRE_NORM + ".")
+                 hint="the residual path adds x itself, untouched: a ResidualConnection returns "
+                      "x + self.dropout(sublayer(self.norm(x))): normalise, apply, drop, add x.")
 
 
 @pytest.mark.points(2)
@@ -122,11 +132,12 @@ def test_residual_is_pre_norm(impl, device, seed):
     post = F.layer_norm(x + 2 * x, (D_MODEL,))
     if torch.allclose(out, post, atol=1e-4):
         raise AssertionError(
-            "ResidualConnection returned norm(x + sublayer(x)): that is post-norm. The kit is pre-norm: the sublayer "
-            "gets norm(x) and x is added back untouched. Hint: " + PRE_NORM + "."
+            tr("ResidualConnection returned norm(x + sublayer(x)): that is post-norm. The kit is pre-norm: the "
+               "sublayer gets norm(x) and x is added back untouched.") + hint_suffix(tr(PRE_NORM))
         )
     check(out, lambda x: pre_norm(x, lambda y: 2 * y), x, name="ResidualConnection output with sublayer y -> 2 y",
-          hint=PRE_NORM + " (nn.LayerNorm starts with weight 1 and bias 0).")
+          hint="a ResidualConnection returns x + self.dropout(sublayer(self.norm(x))): normalise, apply, drop, add x "
+               "(nn.LayerNorm starts with weight 1 and bias 0).")
 
 
 @pytest.mark.points(1)
@@ -138,7 +149,7 @@ def test_any_module_works_as_the_sublayer(impl, device, seed):
     x = torch.randn(2, 7, D_MODEL, device=device)
     out = run(rc, x, linear, what="ResidualConnection", hint="call the sublayer like a function: sublayer(...).")
     check(out, lambda x: pre_norm(x, lambda y: y @ weight.to(x.dtype).T + bias.to(x.dtype)), x,
-          name="ResidualConnection output with an nn.Linear sublayer", hint=PRE_NORM + ".")
+          name="ResidualConnection output with an nn.Linear sublayer", hint=PRE_NORM)
 
 
 @pytest.mark.hint_after("test_residual_is_pre_norm")  # the same, with dropout=0.5
@@ -155,9 +166,11 @@ def test_dropout_acts_only_in_training_mode(impl, device, seed):
     normed = F.layer_norm(x, (D_MODEL,))
     dropped, kept = added.abs() < 1e-6, (added - 2 * normed).abs() < 1e-4
     assert bool(dropped.any()) and bool((dropped | kept).all()), (
-        "with dropout=0.5 in training mode, out - x should hold 0 (dropped) or 2 * norm(x) (kept, scaled by "
-        f"1 / (1 - p)) in every entry; {int((~(dropped | kept)).sum())} entries are neither and "
-        f"{int(dropped.sum())} are 0. Hint: dropout acts on the sublayer's output only, not on x: {PRE_NORM}."
+        tr("with dropout=0.5 in training mode, out - x should hold 0 (dropped) or 2 * norm(x) (kept, scaled by "
+           "1 / (1 - p)) in every entry; {neither} entries are neither and {zero} are 0.",
+           neither=int((~(dropped | kept)).sum()), zero=int(dropped.sum()))
+        + hint_suffix(tr("dropout acts on the sublayer's output only, not on x: a ResidualConnection returns "
+                         "x + self.dropout(sublayer(self.norm(x))): normalise, apply, drop, add x."))
     )
 
 
@@ -165,11 +178,10 @@ def test_dropout_acts_only_in_training_mode(impl, device, seed):
 @pytest.mark.parametrize("module", ["FeedForward", "ResidualConnection"])
 def test_dropout_drops_with_the_probability_it_was_given(impl, seed, module):
     sizes = (D_MODEL, D_FF) if module == "FeedForward" else (D_MODEL,)
-    hint = "self.dropout = nn.Dropout(dropout) with the constructor's argument (default 0.0), applied once"
     try:
         expect_dropout(module, getattr(impl.sublayers, module)(*sizes, 0.3), 0.3, what=f"{module}(..., dropout=0.3)",
-                       hint=hint + ".")
-        expect_dropout(module, getattr(impl.sublayers, module)(*sizes), 0.0, what=f"{module} built without dropout",
-                       hint=hint + ".")
+                       hint=DROPOUT_HINT)
+        expect_dropout(module, getattr(impl.sublayers, module)(*sizes), 0.0,
+                       what=tr("{module} built without dropout", module=module), hint=DROPOUT_HINT)
     except SubmissionFailure as failure:
-        raise type(failure)(f"{failure} Hint: {hint}.") from None
+        raise type(failure)(str(failure) + hint_suffix(tr(DROPOUT_HINT))) from None

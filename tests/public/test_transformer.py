@@ -12,7 +12,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.testing import SubmissionFailure, assert_close, describe, expect_dropout, expect_tensor, load_parameters
+from grader.testing import (
+    N_,
+    SubmissionFailure,
+    assert_close,
+    describe,
+    expect_dropout,
+    expect_tensor,
+    hint_suffix,
+    load_parameters,
+    tr,
+)
 
 SRC_VOCAB, TGT_VOCAB, D_MODEL, N_HEADS, N_LAYERS, D_FF, MAX_SEQ_LEN = 11, 13, 32, 4, 2, 64, 24
 START = 1
@@ -35,9 +45,9 @@ def sinusoids(max_len, d_model):
 
 def load(m, weights):
     load_parameters(m, weights, name="Transformer", partial=True,
-                    names_hint="src_embed, tgt_embed, pos (its buffer pe), encoder, decoder, generator, and inside "
-                               "them the names of the earlier exercises (layers.0.self_attn.wo, "
-                               "layers.0.feed_forward.w2, ...)")
+                    names_hint=tr("src_embed, tgt_embed, pos (its buffer pe), encoder, decoder, generator, and "
+                                  "inside them the names of the earlier exercises (layers.0.self_attn.wo, "
+                                  "layers.0.feed_forward.w2, ...)"))
 
 
 def pass_through_weights(device):
@@ -81,21 +91,25 @@ def test_modules_have_the_contract_names_and_shapes(impl, device):
     expected = {"src_embed.weight": [SRC_VOCAB, D_MODEL], "tgt_embed.weight": [TGT_VOCAB, D_MODEL],
                 "generator.weight": [TGT_VOCAB, D_MODEL], "generator.bias": [TGT_VOCAB]}
     assert got == expected, (
-        f"Transformer({SRC_VOCAB}, {TGT_VOCAB}, d_model={D_MODEL}) has embedding and generator parameters {got}, "
-        f"expected {expected}. Hint: src_embed = nn.Embedding(src_vocab, d_model), tgt_embed = "
-        "nn.Embedding(tgt_vocab, d_model), generator = nn.Linear(d_model, tgt_vocab)."
+        tr("{model} has embedding and generator parameters {got}, expected {expected}.",
+           model=f"Transformer({SRC_VOCAB}, {TGT_VOCAB}, d_model={D_MODEL})", got=got, expected=expected)
+        + hint_suffix(tr("src_embed = nn.Embedding(src_vocab, d_model), tgt_embed = nn.Embedding(tgt_vocab, "
+                         "d_model), generator = nn.Linear(d_model, tgt_vocab)."))
     )
     for name, kind in (("src_embed", "Embedding"), ("tgt_embed", "Embedding"), ("pos", "PositionalEncoding"),
                        ("encoder", "Encoder"), ("decoder", "Decoder"), ("generator", "Linear")):
-        assert info.is_a(name, kind), f"Transformer.{name} should be a {kind}, got {info.kind_of(name)}"
+        assert info.is_a(name, kind), tr("{module} should be a {kind}, got {found}", module=f"Transformer.{name}",
+                                         kind=kind, found=info.kind_of(name))
     pe = info.buffers.get("pos.pe", {}).get("shape")
     assert pe == [1, MAX_SEQ_LEN, D_MODEL], (
-        f"pos.pe has shape {pe}, expected [1, max_seq_len, d_model] = [1, {MAX_SEQ_LEN}, {D_MODEL}]. "
-        "Hint: pos = PositionalEncoding(d_model, max_seq_len, dropout)."
+        tr("pos.pe has shape {shape}, expected [1, max_seq_len, d_model] = {expected}.", shape=pe,
+           expected=[1, MAX_SEQ_LEN, D_MODEL])
+        + hint_suffix(tr("pos = PositionalEncoding(d_model, max_seq_len, dropout)."))
     )
     for side in ("encoder", "decoder"):
         layers = sorted({name.split(".")[2] for name in info.parameters if name.startswith(f"{side}.layers.")})
-        assert len(layers) == N_LAYERS, f"{side} has {len(layers)} layers for n_layers={N_LAYERS}"
+        assert len(layers) == N_LAYERS, tr("{side} has {count} layers for n_layers={n_layers}", side=side,
+                                           count=len(layers), n_layers=N_LAYERS)
 
 
 @pytest.mark.points(1)
@@ -104,18 +118,18 @@ def test_encode_decode_and_logits_have_the_right_shapes(impl, device, seed):
     src = torch.randint(0, SRC_VOCAB, (2, 7), device=device)
     tgt = torch.randint(0, TGT_VOCAB, (2, 5), device=device)
     memory = expect_tensor(m.encode(src), name="encode(src)")
-    assert tuple(memory.shape) == (2, 7, D_MODEL), (
-        f"encode(src) with src of shape (2, 7) returned shape {tuple(memory.shape)}, expected (2, 7, {D_MODEL})"
-    )
+    assert tuple(memory.shape) == (2, 7, D_MODEL), tr(
+        "encode(src) with src of shape (2, 7) returned shape {shape}, expected {expected}",
+        shape=tuple(memory.shape), expected=(2, 7, D_MODEL))
     out = expect_tensor(m.decode(memory, tgt), name="decode(memory, tgt)")
-    assert tuple(out.shape) == (2, 5, D_MODEL), (
-        f"decode(memory, tgt) with tgt of shape (2, 5) returned shape {tuple(out.shape)}, expected (2, 5, {D_MODEL}):"
-        " the decoder's output, before the generator"
-    )
+    assert tuple(out.shape) == (2, 5, D_MODEL), tr(
+        "decode(memory, tgt) with tgt of shape (2, 5) returned shape {shape}, expected {expected}: the decoder's "
+        "output, before the generator", shape=tuple(out.shape), expected=(2, 5, D_MODEL))
     logits = expect_tensor(m(src, tgt), name="Transformer output")
     assert tuple(logits.shape) == (2, 5, TGT_VOCAB), (
-        f"Transformer(src (2, 7), tgt (2, 5)) returned shape {tuple(logits.shape)}, expected (2, 5, {TGT_VOCAB}) = "
-        "(B, T_tgt, tgt_vocab). Hint: return self.generator(self.decode(self.encode(src), tgt))."
+        tr("Transformer(src (2, 7), tgt (2, 5)) returned shape {shape}, expected {expected} = (B, T_tgt, tgt_vocab).",
+           shape=tuple(logits.shape), expected=(2, 5, TGT_VOCAB))
+        + hint_suffix(tr("return self.generator(self.decode(self.encode(src), tgt))."))
     )
 
 
@@ -125,9 +139,10 @@ DECODE = "test_embeddings_are_scaled_by_sqrt_d_model_and_positions_added[decode]
 LOGITS = "test_logits_are_the_generator_of_the_decoder_output"
 
 MISTAKES = {  # (scale, positions added) -> what the output looks like instead
-    (1.0, True): "the embeddings are not multiplied by sqrt(d_model)",
-    (float(D_MODEL), True): "the embeddings are multiplied by d_model instead of sqrt(d_model)",
-    (SCALE, False): "the positional encoding is not added",
+    (1.0, True): N_("It matches the output when the embeddings are not multiplied by sqrt(d_model)."),
+    (float(D_MODEL), True): N_("It matches the output when the embeddings are multiplied by d_model instead of "
+                               "sqrt(d_model)."),
+    (SCALE, False): N_("It matches the output when the positional encoding is not added."),
 }
 
 
@@ -135,7 +150,7 @@ def diagnose(out, weights, embed, tokens):
     for (scale, positions), mistake in MISTAKES.items():
         wrong = by_hand(weights, embed, tokens, scale, positions)
         if out.shape == wrong.shape and torch.allclose(out, wrong, atol=1e-4):
-            return f" It matches the output when {mistake}."
+            return " " + tr(mistake)
     return ""
 
 
@@ -152,11 +167,12 @@ def test_embeddings_are_scaled_by_sqrt_d_model_and_positions_added(impl, device,
     else:
         memory = torch.randn(2, 7, D_MODEL, device=device)
         out, embed, tokens = expect_tensor(m.decode(memory, tgt), name="decode(memory, tgt)"), "tgt_embed", tgt
-    hint = (f"with every sublayer's output set to 0 the layers pass x through, so {side} returns "
-            f"LayerNorm({embed}(tokens) * sqrt(d_model) + pe[:, :T]): multiply by math.sqrt(self.d_model), then "
-            "self.pos adds the positions, on both sides.")
+    hint = tr("with every sublayer's output set to 0 the layers pass x through, so {side} returns "
+              "LayerNorm({embed}(tokens) * sqrt(d_model) + pe[:, :T]): multiply by math.sqrt(self.d_model), then "
+              "self.pos adds the positions, on both sides.", side=side, embed=embed)
     hint += diagnose(out, weights, embed, tokens)
-    assert_close(out, by_hand(weights, embed, tokens), atol=1e-4, name=f"{side} with pass-through layers", hint=hint)
+    assert_close(out, by_hand(weights, embed, tokens), atol=1e-4,
+                 name=tr("{side} with pass-through layers", side=side), hint=hint)
 
 
 @pytest.mark.hint_after(DECODE)  # its hint assumes decode is right
@@ -169,10 +185,10 @@ def test_logits_are_the_generator_of_the_decoder_output(impl, device, seed):
     tgt = torch.randint(0, TGT_VOCAB, (2, 5), device=device)
     expected = by_hand(weights, "tgt_embed", tgt) @ weights["generator.weight"].T + weights["generator.bias"]
     logits = expect_tensor(m(src, tgt), name="Transformer output")
-    hint = ("forward returns self.generator(decode(encode(src), tgt)): raw scores (logits), without a softmax; "
-            "with pass-through layers that is generator(LayerNorm(tgt_embed(tgt) * sqrt(d_model) + pe[:, :T])).")
+    hint = tr("forward returns self.generator(decode(encode(src), tgt)): raw scores (logits), without a softmax; "
+              "with pass-through layers that is generator(LayerNorm(tgt_embed(tgt) * sqrt(d_model) + pe[:, :T])).")
     if logits.shape == expected.shape and torch.allclose(logits.sum(-1), torch.ones_like(logits.sum(-1)), atol=1e-4):
-        hint += " Yours sum to 1 over the vocabulary: cross-entropy and argmax take the logits themselves."
+        hint += " " + tr("Yours sum to 1 over the vocabulary: cross-entropy and argmax take the logits themselves.")
     assert_close(logits, expected, atol=1e-4, name="logits with pass-through layers", hint=hint)
 
 
@@ -182,15 +198,16 @@ def test_logits_are_the_generator_of_the_decoder_output(impl, device, seed):
 def greedy(impl, m, src, max_len, start=START):
     ys = expect_tensor(impl.transformer.greedy_decode(m, src, max_len, start), name="greedy_decode(...)")
     B = src.size(0)
-    assert tuple(ys.shape) == (B, max_len), (
-        f"greedy_decode(model, src of shape {tuple(src.shape)}, max_len={max_len}, start_symbol={start}) returned "
-        f"shape {tuple(ys.shape)}, expected ({B}, {max_len}): max_len tokens, the start symbol included, so "
-        "max_len - 1 decoding steps."
-    )
-    assert ys.dtype == torch.int64, f"greedy_decode returned dtype {ys.dtype}, expected torch.int64 (token ids)"
+    assert tuple(ys.shape) == (B, max_len), tr(
+        "greedy_decode(model, src of shape {src_shape}, max_len={max_len}, start_symbol={start}) returned shape "
+        "{shape}, expected {expected}: max_len tokens, the start symbol included, so max_len - 1 decoding steps.",
+        src_shape=tuple(src.shape), max_len=max_len, start=start, shape=tuple(ys.shape), expected=(B, max_len))
+    assert ys.dtype == torch.int64, tr("greedy_decode returned dtype {dtype}, expected torch.int64 (token ids)",
+                                       dtype=ys.dtype)
     assert bool((ys[:, 0] == start).all()), (
-        f"greedy_decode's first column is {ys[:, 0].tolist()}, expected start_symbol = {start} in every row. "
-        "Hint: start from ys = torch.full((B, 1), start_symbol, dtype=torch.long) and keep it."
+        tr("greedy_decode's first column is {column}, expected start_symbol = {start} in every row.",
+           column=ys[:, 0].tolist(), start=start)
+        + hint_suffix(tr("start from ys = torch.full((B, 1), start_symbol, dtype=torch.long) and keep it."))
     )
     return ys
 
@@ -200,8 +217,8 @@ def test_greedy_decode_returns_max_len_tokens_from_the_start_symbol(impl, device
     m = transformer(impl, device, seed)
     ys = greedy(impl, m, torch.randint(0, SRC_VOCAB, (3, 7), device=device), 9)
     assert bool(((ys >= 0) & (ys < TGT_VOCAB)).all()), (
-        f"greedy_decode returned tokens outside 0..{TGT_VOCAB - 1}: {ys.tolist()}. "
-        "Hint: append the argmax over the tgt_vocab logits of the last position."
+        tr("greedy_decode returned tokens outside 0..{last}: {tokens}.", last=TGT_VOCAB - 1, tokens=ys.tolist())
+        + hint_suffix(tr("append the argmax over the tgt_vocab logits of the last position."))
     )
 
 
@@ -214,8 +231,9 @@ def test_greedy_decode_repeats_the_only_likely_token(impl, device, seed):
     ys = greedy(impl, m, torch.randint(0, SRC_VOCAB, (2, 6), device=device), 5)
     expected = torch.tensor([[START, 5, 5, 5, 5]] * 2)
     assert torch.equal(ys.cpu(), expected), (
-        f"with a generator whose logits always favour token 5, greedy_decode returned {ys.tolist()}, expected "
-        f"{expected.tolist()}. Hint: each step appends generator(out[:, -1]).argmax(dim=-1)."
+        tr("with a generator whose logits always favour token 5, greedy_decode returned {tokens}, expected "
+           "{expected}.", tokens=ys.tolist(), expected=expected.tolist())
+        + hint_suffix(tr("each step appends generator(out[:, -1]).argmax(dim=-1)."))
     )
 
 
@@ -232,9 +250,10 @@ def test_greedy_decode_matches_a_decoding_by_hand(impl, device, seed):
         row = by_hand(weights, "tgt_embed", torch.tensor([expected], device=device))[0, -1]
         expected.append(int((weights["generator.weight"] @ row + weights["generator.bias"]).argmax()))
     assert ys.cpu().tolist() == [expected] * 2, (
-        f"with pass-through layers greedy_decode returned {ys.cpu().tolist()}, expected {[expected] * 2}. Hint: "
-        "each step decodes all of ys (positions 0..t, so position t gets pe[t]) and appends the argmax of the "
-        "generator's logits at the LAST position, out[:, -1]."
+        tr("with pass-through layers greedy_decode returned {tokens}, expected {expected}.", tokens=ys.cpu().tolist(),
+           expected=[expected] * 2)
+        + hint_suffix(tr("each step decodes all of ys (positions 0..t, so position t gets pe[t]) and appends the "
+                         "argmax of the generator's logits at the LAST position, out[:, -1]."))
     )
 
 
@@ -251,18 +270,20 @@ def test_each_greedy_token_is_the_models_most_likely_next_token(impl, device, se
         if bool((gap > 1e-4).any()):
             b = int(torch.nonzero(gap > 1e-4)[0])
             raise AssertionError(
-                f"greedy_decode put token {int(ys[b, t])} at position {t} of row {b}, but after "
-                f"{ys[b, :t].tolist()} the model's most likely next token is {int(logits[b].argmax())}. "
-                "Hint: decode all of ys so far and take the argmax of the logits of its LAST position, out[:, -1]."
+                tr("greedy_decode put token {token} at position {t} of row {b}, but after {prefix} the model's most "
+                   "likely next token is {likely}.", token=int(ys[b, t]), t=t, b=b, prefix=ys[b, :t].tolist(),
+                   likely=int(logits[b].argmax()))
+                + hint_suffix(tr("decode all of ys so far and take the argmax of the logits of its LAST position, "
+                                 "out[:, -1]."))
             )
 
 
 @pytest.mark.points(1)
 def test_every_dropout_drops_with_the_default_probability(impl, seed):
-    hint = ("the default is dropout=0.1; pass it on to every part: PositionalEncoding(d_model, max_seq_len, dropout), "
-            "Encoder(..., dropout), Decoder(..., dropout, max_seq_len)")
+    hint = N_("the default is dropout=0.1; pass it on to every part: PositionalEncoding(d_model, max_seq_len, "
+              "dropout), Encoder(..., dropout), Decoder(..., dropout, max_seq_len).")
     try:
         expect_dropout("Transformer", impl.transformer.Transformer(SRC_VOCAB, TGT_VOCAB), 0.1,
-                       what=f"Transformer({SRC_VOCAB}, {TGT_VOCAB})", hint=hint + ".")
+                       what=f"Transformer({SRC_VOCAB}, {TGT_VOCAB})", hint=hint)
     except SubmissionFailure as failure:
-        raise type(failure)(f"{failure} Hint: {hint}.") from None
+        raise type(failure)(str(failure) + hint_suffix(tr(hint))) from None
