@@ -8,6 +8,13 @@ student notebooks (notebooks/, one per exercise) are generated from the stubs th
 Both carry a GitHub Actions workflow that grades the repository they are pushed to; the autograder
 bundle also carries Gradescope's `setup.sh` and `run_autograder` at its top. The three are kept as
 files in `grader/recipes/` and copied as they are.
+
+A release is written in one language for its students (`grader release --lang zh`; English unless asked,
+whatever the language of the terminal that builds it). In another language than English its stubs are the
+translated twins kept in `grader/locale/<language>/exercises/` (the same code, with the docstrings, comments
+and messages translated: a kit test holds them to the English ones, so they grade alike), its notebooks are
+built from them, and the student README is `docs/student-README.<language>.md`. The twins are sources of a
+release, not part of the grader: they ship only as the release's `exercises/`.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.grade.selection import kit_root
+from grader.lang import LANGUAGES, tr
 from grader.student import notebooks
 
 
@@ -32,9 +40,12 @@ class Bundle:
     recipes: tuple[tuple[str, str], ...]  # (where it goes, which file of grader/recipes/)
     secret: tuple[str, ...] = ()  # folders of which nothing may ship, whatever the lists above say
     documents: tuple[str, ...] = ()  # folders whose pages (*.md) and their pictures (*.png) are copied
+    translated_readme: bool = False  # the README is the students': a release in another language has it translated
 
 
 RECIPES = Path("grader/recipes")  # shipped whole in both bundles, so that the grader package is complete
+STUBS = Path("exercises")
+TWINS = Path("grader/locale")  # TWINS/<language>/exercises/ holds the stubs of exercises/ in that language
 # The translations of what the grader prints and of the public suite's feedback; the hidden suite's and the diagnoses'
 # ship only with the autograder bundle, as what they translate does.
 CATALOGS = ("grader/locale/zh/LC_MESSAGES/grader.po", "tests/public/locale/zh/LC_MESSAGES/public.po")
@@ -52,6 +63,7 @@ STUDENT = Bundle(
     recipes=(WORKFLOW,),
     # solutions/mistakes/ holds the catalogue of known mistakes: near-solutions, one slip each.
     secret=("solutions", "solutions/mistakes", "tests/hidden", "tests/kit"),
+    translated_readme=True,
 )
 # The kit's README links the docs/ pages: they ship with it, so that none of its links is dead.
 AUTOGRADER = Bundle((*STUDENT.files, *SECRET_CATALOGS), (*STUDENT.packages, "solutions", "tests/hidden"), "README.md",
@@ -60,39 +72,62 @@ AUTOGRADER = Bundle((*STUDENT.files, *SECRET_CATALOGS), (*STUDENT.packages, "sol
 SOURCE_FOLDERS = ("exercises", "solutions", "grader", "tests", "docs", "benchmarks", ".ci", ".git")
 
 
-def build(out: Path, *, autograder: bool = False, root: Path | None = None) -> list[Path]:
-    """Copy the student distribution (or the autograder bundle) into `out`; returns the files written."""
+def build(out: Path, *, autograder: bool = False, language: str = "en", root: Path | None = None) -> list[Path]:
+    """Copy the student distribution (or the autograder bundle) into `out`, its stubs, notebooks and student README in
+    `language`; returns the files written."""
     root = (root or kit_root()).resolve()
     out = out.resolve()
     bundle = AUTOGRADER if autograder else STUDENT
+    if language not in LANGUAGES:
+        raise ReleaseError(tr("there is no release in {language}: choose one of {choices}", language=repr(language),
+                              choices=", ".join(LANGUAGES)))
     for folder in SOURCE_FOLDERS:
         if out.is_relative_to(root / folder):
-            raise ReleaseError(f"{out} is inside the kit's {folder}/ folder: build the release somewhere else")
+            raise ReleaseError(tr("{out} is inside the kit's {folder}/ folder: build the release somewhere else",
+                                  out=str(out), folder=folder))
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ReleaseError(f"{out} already exists and is not empty: choose a new folder or empty it first")
-    plan: dict[Path, Path] = {Path("README.md"): root / bundle.readme}
+        raise ReleaseError(tr("{out} already exists and is not empty: choose a new folder or empty it first",
+                              out=str(out)))
+    plan: dict[Path, Path] = {Path("README.md"): root / _readme(bundle, language)}
     plan.update({Path(name): root / name for name in bundle.files})
     plan.update({Path(target): root / RECIPES / name for target, name in bundle.recipes})
     for package in bundle.packages:
         if not (root / package).is_dir():
-            raise ReleaseError(f"{root / package} is missing: build from a full checkout of the kit")
+            raise ReleaseError(tr("{path} is missing: build from a full checkout of the kit", path=str(root / package)))
         for source in sorted((root / package).rglob("*.py")):
-            if "__pycache__" not in source.parts:
+            if "__pycache__" not in source.parts and not _is_twin(source.relative_to(root)):
                 plan[source.relative_to(root)] = source
+    if language != "en":
+        for stub in [target for target in plan if target.parent == STUBS]:
+            plan[stub] = root / TWINS / language / stub
     for folder in bundle.documents:
         for source in sorted([*(root / folder).glob("*.md"), *(root / folder).glob("*.png")]):
             plan[source.relative_to(root)] = source
     leaked = [str(target) for target in plan if any(target.is_relative_to(folder) for folder in bundle.secret)]
     if leaked:
-        raise ReleaseError(f"{leaked[0]} is secret and must not ship in this release: fix the bundle's lists")
+        raise ReleaseError(tr("{path} is secret and must not ship in this release: fix the bundle's lists",
+                              path=leaked[0]))
     missing = [str(source) for source in plan.values() if not source.is_file()]
     if missing:
-        raise ReleaseError(f"{missing[0]} is missing: build from a full checkout of the kit")
+        raise ReleaseError(tr("{path} is missing: build from a full checkout of the kit", path=missing[0]))
     for target, source in plan.items():
         (out / target).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, out / target)
         if target in EXECUTABLE:
             (out / target).chmod(0o755)
     # The student notebooks are built from the stubs being shipped, never copied: they cannot drift from them.
-    written = notebooks.write_all(out / "exercises", out / notebooks.FOLDER)
+    written = notebooks.write_all(out / STUBS, out / notebooks.FOLDER, language=language)
     return sorted([*plan, *(path.relative_to(out) for path in written)])
+
+
+def _readme(bundle: Bundle, language: str) -> str:
+    """The file that becomes the release's README.md: `docs/student-README.zh.md` for a Chinese student release."""
+    if language == "en" or not bundle.translated_readme:
+        return bundle.readme
+    readme = Path(bundle.readme)
+    return str(readme.with_name(f"{readme.stem}.{language}{readme.suffix}"))
+
+
+def _is_twin(path: Path) -> bool:
+    """Whether `path` (relative to the kit root) is a translated stub, which ships only in place of its English one."""
+    return path.is_relative_to(TWINS) and path.relative_to(TWINS).parts[1:2] == ("exercises",)

@@ -26,6 +26,7 @@ from grader.host.limits import Limits
 from grader.host.session import GradingSession, resolve_device
 from grader.host.tiers import IsolationRefused
 from grader.intake.submission import SubmissionInputError
+from grader.lang import tr
 from grader.student import state
 from grader.text import clean
 
@@ -53,7 +54,7 @@ def check_command(args: argparse.Namespace, console: Console) -> int:
         if args.exercism:
             write_json(to_exercism(report), args.exercism)
     except OSError as error:
-        die(f"cannot write the report: {error}")
+        die(tr("cannot write the report: {error}", error=error))
     render(report, console, verbose=args.verbose, files=session.submission)
     if args.fail_under is not None and report.percent < args.fail_under:
         console.print(f"[red]Score {report.percent:.1f}% is under --fail-under {args.fail_under:g}%.[/]")
@@ -82,9 +83,9 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
     from grader import batch
 
     if not args.submissions.is_dir():
-        die(f"{str(args.submissions)!r} is not a folder: give the folder that holds the submissions")
+        die(tr("{path} is not a folder: give the folder that holds the submissions", path=repr(str(args.submissions))))
     if args.timeout <= 0:
-        die("--timeout must be a positive number of seconds")
+        die(tr("--timeout must be a positive number of seconds"))
     try:
         selection = select(None, args.suite)
         resolve_device(args.device)
@@ -101,9 +102,9 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
     # --out may lie inside SUBMISSIONS_DIR (`grader batch . --out grades`): the reports are no student's.
     entries = [e for e in batch.discover(args.submissions) if e.path.resolve() != args.out.resolve()]
     if not entries:
-        die(f"no sub-folders, .zip files or notebooks in {str(args.submissions)!r}")
+        die(tr("no sub-folders, .zip files or notebooks in {path}", path=repr(str(args.submissions))))
     if args.out.exists() and not args.out.is_dir():
-        die(f"--out {str(args.out)!r} exists and is not a folder")
+        die(tr("--out {path} exists and is not a folder", path=repr(str(args.out))))
     counts = {"done": 0, "not graded": 0, "skipped": 0}
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[counts]}"))
@@ -139,20 +140,35 @@ def _batch_exit(failed: int, submissions: int) -> int:
 
 
 def release_command(args: argparse.Namespace, console: Console) -> int:
-    """`grader release`: build the student distribution, or with --autograder the Gradescope bundle."""
+    """`grader release`: build the student distribution, or with --autograder the Gradescope bundle.
+
+    The release is written in --lang's language, or in English when it is not given: it is built for students,
+    so the language of the instructor's terminal (which picks what this command prints) does not choose it.
+    """
     import shlex
 
     from grader.release import ReleaseError, build
 
+    language = args.lang or "en"
     try:
-        written = build(args.out, autograder=args.autograder)
+        written = build(args.out, autograder=args.autograder, language=language)
     except ReleaseError as error:
         die(str(error))
-    kind = "autograder bundle" if args.autograder else "student distribution"
-    console.print(f"Wrote the {kind} to {escape(str(args.out))} ({len(written)} files).")
-    console.print("GitHub Actions: .github/workflows/grade.yml grades exercises/ on every push.")
+    out = escape(str(args.out))
     if args.autograder:
-        console.print("Gradescope: setup.sh and run_autograder are at its top (see docs/gradescope.md). Upload: zip "
-                      "the folder's contents, not the folder, and upload the zip:")
+        console.print(tr("Wrote the autograder bundle to {out} ({count} files).", out=out, count=len(written)))
+    else:
+        console.print(tr("Wrote the student distribution to {out} ({count} files).", out=out, count=len(written)))
+    if language == "zh":
+        console.print(tr("Its stubs and notebooks are in Chinese."))
+        if not args.autograder:
+            console.print(tr("Its README is in Chinese too, and shows students how to have the grader speak Chinese "
+                             "(GRADER_LANG=zh)."))
+    else:
+        console.print(tr("Its stubs and notebooks are in English; `--lang zh` writes them in Chinese."))
+    console.print(tr("GitHub Actions: .github/workflows/grade.yml grades exercises/ on every push."))
+    if args.autograder:
+        console.print(tr("Gradescope: setup.sh and run_autograder are at its top (see docs/gradescope.md). Upload: zip "
+                         "the folder's contents, not the folder, and upload the zip:"))
         console.print(escape(f"  (cd {shlex.quote(str(args.out))} && zip -r ../autograder.zip .)"), soft_wrap=True)
     return EXIT_OK

