@@ -115,9 +115,31 @@ def build(out: Path, *, autograder: bool = False, language: str = "en", root: Pa
         shutil.copyfile(source, out / target)
         if target in EXECUTABLE:
             (out / target).chmod(0o755)
+    if language != "en":
+        for target, name in bundle.recipes:
+            if name in LANGUAGE_LINES:
+                _grade_in(out / target, language)
     # The student notebooks are built from the stubs being shipped, never copied: they cannot drift from them.
     written = notebooks.write_all(out / STUBS, out / notebooks.FOLDER, language=language)
     return sorted([*plan, *(path.relative_to(out) for path in written)])
+
+
+# Where each recipe sets the grader's environment: a release in another language grades in it too, on Gradescope and
+# in Actions alike, unless GRADER_LANG says otherwise there.
+LANGUAGE_LINES = {
+    "run_autograder": ("export OMP_NUM_THREADS=1 NO_COLOR=1\n",
+                       'export OMP_NUM_THREADS=1 NO_COLOR=1 GRADER_LANG="${{GRADER_LANG:-{language}}}"\n'),
+    "grade.yml": ('      NO_COLOR: "1"\n', '      NO_COLOR: "1"\n      GRADER_LANG: "{language}"\n'),
+}
+
+
+def _grade_in(recipe: Path, language: str) -> None:
+    """Have the copied `recipe` grade in `language`."""
+    anchor, line = LANGUAGE_LINES[recipe.name]
+    text = recipe.read_text()
+    if text.count(anchor) != 1:
+        raise ReleaseError(f"{recipe.name} no longer has the line a release in {language} extends: fix LANGUAGE_LINES")
+    recipe.write_text(text.replace(anchor, line.format(language=language)))
 
 
 def _readme(bundle: Bundle, language: str) -> str:

@@ -247,6 +247,11 @@ def test_a_release_is_in_english_unless_lang_asks_otherwise(tmp_path: Path):
     for twin in TWINS.glob("*.py"):
         assert (tmp_path / "autograder" / "exercises" / twin.name).read_bytes() == twin.read_bytes(), twin.name
     assert (tmp_path / "autograder" / "README.md").read_bytes() == (REPO / "README.md").read_bytes()
+    # It grades in Chinese on Gradescope and in Actions, unless GRADER_LANG says otherwise there; English is as kept.
+    run_autograder = (tmp_path / "autograder" / "run_autograder").read_text()
+    assert 'GRADER_LANG="${GRADER_LANG:-zh}"' in run_autograder.splitlines()[6], run_autograder[:400]
+    assert '      GRADER_LANG: "zh"' in (tmp_path / "autograder" / WORKFLOW).read_text().splitlines()
+    assert (tmp_path / "default" / WORKFLOW).read_bytes() == (REPO / "grader" / "recipes" / "grade.yml").read_bytes()
     with pytest.raises(ReleaseError, match="no release in 'fr'"):
         build(tmp_path / "french", language="fr")
 
