@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import __version__
+from grader import __version__, lang
 from grader.batch import class_report
 from grader.batch.jobs import Isolation, Job, Outcome, ReportJSON, Status
 from grader.batch.summary import excerpt, summarise, write_grades_csv
@@ -37,6 +37,7 @@ from grader.grade.selection import Selection, kit_root
 from grader.host.scratch import remove_stale_stages
 from grader.inside.shared import processes
 from grader.intake.submission import SubmissionInputError, load
+from grader.lang import tr
 from grader.text import clean, id_of, skeleton
 
 # DIR/grades.csv and DIR/summary.json: no submission's report may take or shadow their names.
@@ -107,8 +108,11 @@ def _alike(submission_id: str) -> set[tuple[str, str]]:
 
 
 def key(entry: Entry, selection: Selection) -> str:
-    """What a report depends on: the exercise files read, the suite and exercises, and the kit."""
+    """What a report depends on: the exercise files read, the suite and exercises, the kit, and the language its
+    feedback is written in (English adds nothing, as before there was a choice)."""
     digest = hashlib.sha256(f"{__version__}|{selection.suite}|{','.join(selection.exercises)}".encode())
+    if lang.current() != "en":  # a rerun with another --lang writes every report again, in that language
+        digest.update(f"|lang={lang.current()}".encode())
     try:
         for name, data in sorted(load(entry.path).files.items()):
             digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
@@ -249,12 +253,12 @@ class Slot:
             self.process.wait()
             self._log.close()
             self._start()
-            return Outcome(Status.FAILED, f"the grading process stopped: {problem}")
+            return Outcome(Status.FAILED, tr("the grading process stopped: {problem}", problem=problem))
 
     def _problem(self) -> str:
         self._log.seek(0)
         lines = self._log.read()[-4000:].decode(errors="replace").strip().splitlines()
-        return lines[-1] if lines else f"exit code {self.process.poll()}"
+        return lines[-1] if lines else tr("exit code {code}", code=self.process.poll())
 
     def close(self) -> None:
         """Stop the slot: SIGTERM lets it kill its sandbox and remove its stage; SIGKILL if it does not within 10 s."""
@@ -282,7 +286,7 @@ def _grade(slot: Slot, entry: Entry, out: Path, selection: Selection, report_key
             status = Status.GRADED
         else:
             status = outcome.status if outcome.status in (Status.REFUSED, Status.TIMEOUT) else Status.FAILED
-            report = _empty_report(entry, selection, device, outcome.reason or "the report is missing")
+            report = _empty_report(entry, selection, device, outcome.reason or tr("the report is missing"))
     finally:
         shutil.rmtree(partial.parent, ignore_errors=True)
     report.update({"id": entry.id, "submission_name": clean(entry.path.name, newlines=False), "key": report_key,

@@ -33,6 +33,7 @@ from grader.host.sandbox import Sandbox
 from grader.host.workers import Client
 from grader.inside.shared import processes
 from grader.intake.submission import Submission
+from grader.lang import tr
 
 if TYPE_CHECKING:
     from grader.grade.reports import GradeReport
@@ -103,7 +104,7 @@ class _Slot:
                 self._child_done(report)
             if self._pending is job:  # pytest never reached the tests: answer rather than retry forever
                 self._pending = None
-                self._answer(Outcome(Status.FAILED, "the graded suites could not be collected"))
+                self._answer(Outcome(Status.FAILED, tr("the graded suites could not be collected")))
 
     def close(self) -> None:
         if self._zygote is not None and not self._in_child:
@@ -128,7 +129,8 @@ class _Slot:
                     result = self._grade(job)
                 except WorkerStartError as error:
                     self._discard_sandbox()
-                    result = Outcome(Status.FAILED, f"the sandbox failed ({attempt} times): {error}")
+                    result = Outcome(Status.FAILED, tr("the sandbox failed ({count} times): {error}", count=attempt,
+                                                       error=error))
                     continue
                 except Exception as error:  # one submission's trouble never stops the slot
                     self._discard_sandbox()  # nor reaches the next submission through the sandbox
@@ -212,7 +214,8 @@ class _Slot:
         _, status = os.waitpid(pid, 0)
         seconds = round(time.monotonic() - started, 3)
         if not finished:
-            return Outcome(Status.TIMEOUT, f"grading took longer than the {job.timeout_s:g} s budget", seconds)
+            return Outcome(Status.TIMEOUT, tr("grading took longer than the {budget} s budget",
+                                              budget=f"{job.timeout_s:g}"), seconds)
         code = os.waitstatus_to_exitcode(status)
         if code == 0:
             return Outcome(Status.GRADED, seconds=seconds)
@@ -221,8 +224,8 @@ class _Slot:
             reason = error_file.read_text().strip().splitlines()[-1]
             error_file.unlink()
         if code == EXIT_SANDBOX_FAILED:
-            raise WorkerStartError(reason or "the sandbox failed during grading")
-        return Outcome(Status.FAILED, reason or "the grading process died", seconds)
+            raise WorkerStartError(reason or tr("the sandbox failed during grading"))
+        return Outcome(Status.FAILED, reason or tr("the grading process died"), seconds)
 
     def _child_session(self, job: Job, loaded: Submission, client: Client, error_file: Path) -> GradingSession:
         """In the forked child: open the grading session the collected tests will use."""

@@ -128,9 +128,10 @@ def show_command(args: argparse.Namespace, console: Console) -> int:
         import importlib.util
 
         if importlib.util.find_spec("matplotlib") is None:
-            die('--png needs matplotlib: from the kit\'s folder, pip install -e ".[plots]"')
+            die(tr('--png needs matplotlib: from the kit\'s folder, pip install -e ".[plots]"'))
         if not (args.png.parent if str(args.png.parent) else Path(".")).is_dir():
-            die(f"--png {str(args.png)!r}: the folder {str(args.png.parent)!r} does not exist")
+            die(tr("--png {path}: the folder {folder} does not exist", path=repr(str(args.png)),
+                   folder=repr(str(args.png.parent))))
     from grader.student import show
 
     try:
@@ -143,10 +144,11 @@ def show_command(args: argparse.Namespace, console: Console) -> int:
         try:
             written = show.write_png(heatmaps, args.png)
         except OSError as error:
-            die(f"cannot write {str(args.png)!r}: {error}")
+            die(tr("cannot write {path}: {error}", path=repr(str(args.png)), error=error))
         if written:
-            console.print(f"Wrote the heat-maps to {escape(str(args.png))}.")
+            console.print(tr("Wrote the heat-maps to {path}.", path=escape(str(args.png))))
         else:
-            console.print(f"[yellow]No heat-map to draw, so {escape(str(args.png))} was not written.[/]")
+            console.print("[yellow]" + tr("No heat-map to draw, so {path} was not written.",
+                                          path=escape(str(args.png))) + "[/]")
     return EXIT_OK if all(heatmap.weights is not None for heatmap in heatmaps) else EXIT_FAIL_UNDER
 

@@ -49,10 +49,11 @@ def run() -> None:
     try:
         code = main()
     except KeyboardInterrupt:
-        print("grader: interrupted", file=sys.stderr)
+        print("grader: " + lang.tr("interrupted"), file=sys.stderr)
         code = 130
     except WorkerStartError as error:  # the sandbox, never the submission: a failure of this machine or the kit
-        print(f"grader: the grader itself failed: {clean(str(error), newlines=False)}", file=sys.stderr)
+        print("grader: " + lang.tr("the grader itself failed: {error}", error=clean(str(error), newlines=False)),
+              file=sys.stderr)
         code = EXIT_GRADER_FAILED
     except Exception as error:
         if os.environ.get("GRADER_DEBUG"):

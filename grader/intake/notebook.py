@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 from grader.curriculum import EXERCISES
+from grader.lang import tr
 from grader.text import clean
 
 MAX_NOTEBOOK_BYTES = 32 * 2**20  # outputs (plots) make notebooks large; only the code cells are kept
@@ -39,7 +40,7 @@ class NotebookError(ValueError):
 
 @dataclass(frozen=True)
 class Cell:
-    where: str  # "cell 4 of lab.ipynb", as a student finds it
+    where: str  # "cell 4 of lab.ipynb", as a student finds it (in the reader's language)
     source: str
     unreadable: str = ""  # set for a whole notebook that could not be read: why (its raw text is `source`)
 
@@ -66,7 +67,8 @@ class Extracted:
 def cells(data: bytes, *, name: str) -> list[Cell]:
     """The code cells of the notebook `data` (named `name`); NotebookError when it cannot be read."""
     if len(data) > MAX_NOTEBOOK_BYTES:
-        raise NotebookError(f"{name} is over {MAX_NOTEBOOK_BYTES // 2**20} MiB: clear its outputs and save it again")
+        raise NotebookError(tr("{name} is over {size} MiB: clear its outputs and save it again", name=name,
+                               size=MAX_NOTEBOOK_BYTES // 2**20))
     try:
         text = data.decode("utf-8")
         version = json.loads(text).get("nbformat")
@@ -74,13 +76,14 @@ def cells(data: bytes, *, name: str) -> list[Cell]:
             import nbformat  # here, not at the top: its schema validator costs every `grader check` 0.1 s
 
             notebook = nbformat.reads(text, as_version=nbformat.NO_CONVERT)
-            found = [Cell(f"cell {number} of {name}", _text(cell.get("source", "")))
+            found = [Cell(tr("cell {number} of {name}", number=number, name=name), _text(cell.get("source", "")))
                      for number, cell in enumerate(notebook.cells, start=1) if cell.get("cell_type") == "code"]
     except Exception as error:  # the bytes are the submitter's: any way they fail to read is theirs
-        raise NotebookError(f"{name} is not a notebook Jupyter can open ({type(error).__name__}): "
-                            "open it in Jupyter and save it again") from None
+        raise NotebookError(tr("{name} is not a notebook Jupyter can open ({error}): open it in Jupyter and save it "
+                               "again", name=name, error=type(error).__name__)) from None
     if version != 4:
-        raise NotebookError(f"{name} is in notebook format {version}, not 4: open it in Jupyter and save it again")
+        raise NotebookError(tr("{name} is in notebook format {version}, not 4: open it in Jupyter and save it again",
+                               name=name, version=version))
     return found
 
 
@@ -141,9 +144,10 @@ def extract(found: list[Cell]) -> Extracted:
             extracted.origins[exercise.file] = ", ".join(dict.fromkeys(root.where for root in roots))
     if parsed.left_out or parsed.cells_left_out:
         taken = sum(1 for d in parsed.definitions.values() if d.code)
-        extracted.notes.append(
-            f"from {len(found)} code cells: took {taken} definitions and the imports they use; left out "
-            f"{parsed.left_out} top-level statements that run code (in {len(parsed.cells_left_out)} cells)")
+        extracted.notes.append(tr(
+            "from {cells} code cells: took {taken} definitions and the imports they use; left out {left_out} "
+            "top-level statements that run code (in {cells_left_out} cells)", cells=len(found), taken=taken,
+            left_out=parsed.left_out, cells_left_out=len(parsed.cells_left_out)))
     return extracted
 
 
@@ -270,5 +274,7 @@ def _defined_in_text(text: str, *, anywhere: bool = False) -> list[str]:
 
 def _syntax(where: str, error: BaseException) -> str:
     if isinstance(error, SyntaxError):
-        return f"{where} does not parse (line {error.lineno}: {error.msg}): fix it in the notebook and save"
-    return f"{where} could not be read ({type(error).__name__}): fix it in the notebook and save"
+        return tr("{where} does not parse (line {line}: {error}): fix it in the notebook and save", where=where,
+                  line=error.lineno, error=error.msg)
+    return tr("{where} could not be read ({error}): fix it in the notebook and save", where=where,
+              error=type(error).__name__)

@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 from grader import inside
 from grader.curriculum import SUBMISSION_FILES
 from grader.intake import notebook
+from grader.lang import tr
 from grader.text import clean
 
 MAX_FILE_BYTES = 1 * 2**20
@@ -49,36 +50,40 @@ class Submission:
         if filename in self.from_notebooks:
             return self.from_notebooks[filename]  # "cell 4 of lab.ipynb"
         where = filename if self.folder in ("", ".") else f"{self.folder}/{filename}"
-        return f"{where} in {self.archive}" if self.archive else where
+        return tr("{file} in {archive}", file=where, archive=self.archive) if self.archive else where
 
 
 def load(path: Path) -> Submission:
     """Read the exercise files of the folder or .zip at `path`."""
     if not path.exists():
-        raise SubmissionInputError(f"submission {str(path)!r} does not exist: give a folder, a .zip or a notebook")
+        raise SubmissionInputError(tr("submission {path} does not exist: give a folder, a .zip or a notebook",
+                                      path=repr(str(path))))
     if path.is_dir():
-        return _found(_from_folder(path), f"the folder {str(path)!r}", depth=f"up to {MAX_FOLDER_DEPTH} levels deep")
+        return _found(_from_folder(path), tr("the folder {path}", path=repr(str(path))),
+                      depth=tr("up to {count} levels deep", count=MAX_FOLDER_DEPTH))
     if path.suffix.lower() == ".ipynb" and path.is_file():
         # Only this notebook: a `%grader use` line never makes the grader read another file (a classmate's).
         return _found(_with_notebooks(Submission(path.stem, {}, folder="."), [(path.name, _read(path))]),
-                      path.name, depth="in its code cells")
+                      path.name, depth=tr("in its code cells"))
     if zipfile.is_zipfile(path):
-        return _found(_from_zip(path), path.name, depth="at any depth")
+        return _found(_from_zip(path), path.name, depth=tr("at any depth"))
     if path.suffix.lower() == ".zip":
-        raise SubmissionInputError(f"{path.name} is not a valid zip archive (not a readable zip file: truncated or "
-                                   "corrupt); zip it again")
-    raise SubmissionInputError(f"submission {str(path)!r} is neither a folder, a .zip nor a notebook (.ipynb)")
+        raise SubmissionInputError(tr("{name} is not a valid zip archive (not a readable zip file: truncated or "
+                                      "corrupt); zip it again", name=path.name))
+    raise SubmissionInputError(tr("submission {path} is neither a folder, a .zip nor a notebook (.ipynb)",
+                                  path=repr(str(path))))
 
 
 def _found(loaded: Submission, where: str, *, depth: str) -> Submission:
     """`loaded`, unless it holds no exercise file at all: then one line says where we looked, for what."""
     if loaded.files:
         return loaded
-    ignored = f" ({'; '.join(loaded.notes)})" if loaded.notes else ""
+    ignored = tr(" ({notes})", notes="; ".join(loaded.notes)) if loaded.notes else ""
     expected = f"{SUBMISSION_FILES[0]}, {SUBMISSION_FILES[1]}, ..., {SUBMISSION_FILES[-1]}"
-    raise SubmissionInputError(
-        f"no exercise file found in {where}{ignored}: looked at its top and in the folders below it ({depth}) "
-        f"for {expected} (the files of the kit's exercises/ folder) and for notebooks (.ipynb) defining them")
+    raise SubmissionInputError(tr(
+        "no exercise file found in {where}{ignored}: looked at its top and in the folders below it ({depth}) for "
+        "{expected} (the files of the kit's exercises/ folder) and for notebooks (.ipynb) defining them",
+        where=where, ignored=ignored, depth=depth, expected=expected))
 
 
 def exercise_folder(path: Path) -> Path:
@@ -115,16 +120,18 @@ def _from_folder(path: Path) -> Submission:
     for name in SUBMISSION_FILES:
         candidate = top / name
         if candidate.is_symlink():
-            notes.append(f"{name} is a symbolic link and was ignored")
+            notes.append(tr("{name} is a symbolic link and was ignored", name=name))
         elif candidate.is_file():
             size = candidate.stat().st_size
             if size > MAX_FILE_BYTES:
-                notes.append(f"{name} is {size} bytes, over the {MAX_FILE_BYTES} byte limit, and was ignored")
+                notes.append(tr("{name} is {size} bytes, over the {limit} byte limit, and was ignored", name=name,
+                                size=size, limit=MAX_FILE_BYTES))
             else:
                 try:
                     files[name] = candidate.read_bytes()
                 except OSError as error:
-                    raise SubmissionInputError(f"{name} in {path.name} cannot be read ({error.strerror})") from None
+                    raise SubmissionInputError(tr("{name} in {folder} cannot be read ({error})", name=name,
+                                                  folder=path.name, error=error.strerror)) from None
     loaded = Submission(path.name, files, tuple(notes), folder=str(top))
     if not loaded.missing:
         return loaded
@@ -136,21 +143,26 @@ def _from_zip(path: Path) -> Submission:
     try:
         archive = zipfile.ZipFile(path)
     except Exception as error:  # the zip's bytes are the submitter's: any failure is theirs
-        raise SubmissionInputError(f"{path.name} is not a valid zip archive ({error})") from None
+        raise SubmissionInputError(tr("{name} is not a valid zip archive ({error})", name=path.name,
+                                      error=error)) from None
     with archive:
         entries = archive.infolist()
         if len(entries) > MAX_ZIP_ENTRIES:
-            raise SubmissionInputError(f"{path.name} holds {len(entries)} entries, over the {MAX_ZIP_ENTRIES} limit")
+            raise SubmissionInputError(tr("{name} holds {count} entries, over the {limit} limit", name=path.name,
+                                          count=len(entries), limit=MAX_ZIP_ENTRIES))
         if sum(entry.file_size for entry in entries) > MAX_ZIP_BYTES:
-            raise SubmissionInputError(f"{path.name} unpacks to more than {MAX_ZIP_BYTES // 2**20} MiB")
+            raise SubmissionInputError(tr("{name} unpacks to more than {size} MiB", name=path.name,
+                                          size=MAX_ZIP_BYTES // 2**20))
         by_path: dict[PurePosixPath, zipfile.ZipInfo] = {}
         for entry in entries:
             name = PurePosixPath(entry.filename)
             if name.is_absolute() or ".." in name.parts or "\\" in entry.filename:
-                raise SubmissionInputError(f"{path.name} holds an unsafe path {entry.filename!r}")
+                raise SubmissionInputError(tr("{name} holds an unsafe path {path}", name=path.name,
+                                              path=repr(entry.filename)))
             kind = stat.S_IFMT(entry.external_attr >> 16)  # 0 where the zip tool recorded no file type
             if kind and kind not in (stat.S_IFREG, stat.S_IFDIR):
-                raise SubmissionInputError(f"{path.name} holds a link or special file {entry.filename!r}")
+                raise SubmissionInputError(tr("{name} holds a link or special file {path}", name=path.name,
+                                              path=repr(entry.filename)))
             if not entry.is_dir():
                 by_path[name] = entry
         folder = _exercise_folder(by_path)
@@ -161,7 +173,8 @@ def _from_zip(path: Path) -> Submission:
             if entry is None:
                 continue
             if entry.file_size > MAX_FILE_BYTES:
-                notes.append(f"{filename} is over the {MAX_FILE_BYTES} byte limit and was ignored")
+                notes.append(tr("{name} is over the {limit} byte limit and was ignored", name=filename,
+                                limit=MAX_FILE_BYTES))
                 continue
             files[filename] = _read_entry(archive, entry, path.name)[:MAX_FILE_BYTES]
         loaded = Submission(path.stem, files, tuple(notes), folder=str(folder), archive=str(path))
@@ -177,16 +190,17 @@ def _read_entry(archive: zipfile.ZipFile, entry: zipfile.ZipInfo, zip_name: str)
     """One file of the zip; any way it cannot be read (encrypted, unknown compression, corrupt) refuses the zip."""
     where = f"{zip_name}: {entry.filename!r}"
     if entry.flag_bits & 0x1:
-        raise SubmissionInputError(f"{where} is encrypted: zip it again without a password")
+        raise SubmissionInputError(tr("{where} is encrypted: zip it again without a password", where=where))
     if entry.compress_type not in READABLE_COMPRESSIONS:
-        method = zipfile.compressor_names.get(entry.compress_type, f"method {entry.compress_type}")
-        raise SubmissionInputError(f"{where} uses a compression this grader cannot read ({method}): "
-                                   "zip it again with the usual (deflate) compression")
+        method = zipfile.compressor_names.get(entry.compress_type,
+                                              tr("method {number}", number=entry.compress_type))
+        raise SubmissionInputError(tr("{where} uses a compression this grader cannot read ({method}): zip it again "
+                                      "with the usual (deflate) compression", where=where, method=method))
     try:
         return archive.read(entry)
     except Exception as error:  # bad CRC, truncated data, a broken compressed stream, ...
-        raise SubmissionInputError(f"{where} cannot be read, the zip is corrupt ({type(error).__name__}: "
-                                   f"{error})") from None
+        raise SubmissionInputError(tr("{where} cannot be read, the zip is corrupt ({error})", where=where,
+                                      error=f"{type(error).__name__}: {error}")) from None
 
 
 def _exercise_folder(paths: dict[PurePosixPath, zipfile.ZipInfo]) -> PurePosixPath:
@@ -216,9 +230,10 @@ def _with_notebooks(loaded: Submission, notebooks: list[tuple[str, bytes]]) -> S
     added = {name: data for name, data in made.files.items() if name in loaded.missing}
     # The notebooks' names, on one line each and a few of them: a note is shown, and a name is the submission's text.
     names = [clean(name, newlines=False) for name, _ in notebooks]
-    read = ", ".join(names[:NOTEBOOKS_NAMED]) + (f" and {len(names) - NOTEBOOKS_NAMED} more" if len(names) >
-                                                  NOTEBOOKS_NAMED else "")
-    notes = (*loaded.notes, *(f"{read}: {note}" for note in made.notes))
+    read = ", ".join(names[:NOTEBOOKS_NAMED])
+    if len(names) > NOTEBOOKS_NAMED:
+        read = tr("{names} and {count} more", names=read, count=len(names) - NOTEBOOKS_NAMED)
+    notes = (*loaded.notes, *(tr("{notebooks}: {note}", notebooks=read, note=note) for note in made.notes))
     return replace(loaded, files={**loaded.files, **added}, notes=notes,
                    from_notebooks={**loaded.from_notebooks, **{name: made.origins[name] for name in added}})
 
@@ -269,7 +284,8 @@ def _read(path: Path) -> bytes:
         with path.open("rb") as file:
             return file.read(notebook.MAX_NOTEBOOK_BYTES + 1)
     except OSError as error:
-        raise SubmissionInputError(f"{path.name} cannot be read ({error.strerror})") from None
+        raise SubmissionInputError(tr("{name} cannot be read ({error})", name=path.name,
+                                      error=error.strerror)) from None
 
 
 # Modes of the stage's own: the sandbox's user (uid 65534, or bubblewrap's mapped uid) reads what is staged, whatever

@@ -20,16 +20,21 @@ name the notebook: never another target, silently. Outside a kernel, `exercises/
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import grader
+from grader import lang
+from grader.lang import tr
 from grader.student import sessions
 
 if TYPE_CHECKING:
@@ -80,9 +85,34 @@ def check(*exercises: str, submission: str | os.PathLike[str] | None = None, sui
     return run_check([*arguments, *more], submission=submission)
 
 
+@contextlib.contextmanager
+def speaking(arguments: list[str]) -> Iterator[None]:
+    """While a command runs from a cell, what the kernel says itself (its errors, the table it shows) is in the
+    command's language: `--lang` where given, else GRADER_LANG, else the kernel's locale, as the command has it.
+    Afterwards the kernel's language and GRADER_LANG are as they were: one `--lang zh` is not the next cell's."""
+    asked = next((value for name, value in itertools.pairwise(arguments) if name == "--lang"), None)
+    asked = next((a.removeprefix("--lang=") for a in arguments if a.startswith("--lang=")), asked)
+    before, environment = lang.current(), os.environ.get("GRADER_LANG")
+    lang.use(lang.choose(asked))
+    try:
+        yield
+    finally:
+        lang.use(before)
+        if environment is None:
+            os.environ.pop("GRADER_LANG", None)
+        else:
+            os.environ["GRADER_LANG"] = environment
+
+
 def run_check(arguments: list[str], *, submission: str | os.PathLike[str] | None = None,
               namespace: dict[str, object] | None = None) -> GradeReport:
     """`grader check ARGUMENTS` in its own process; its report, shown here with rich (as HTML in Jupyter)."""
+    with speaking(arguments):
+        return _run_check(arguments, submission=submission, namespace=namespace)
+
+
+def _run_check(arguments: list[str], *, submission: str | os.PathLike[str] | None,
+               namespace: dict[str, object] | None) -> GradeReport:
     from rich.console import Console
 
     from grader.cli.render import render
@@ -101,7 +131,7 @@ def run_check(arguments: list[str], *, submission: str | os.PathLike[str] | None
         print(f"grader {shlex.join(arguments)}", flush=True)
         code, error = _run([*arguments, "--json", str(report_path)], show=False)
         if code not in (EXIT_OK, EXIT_FAIL_UNDER) or not report_path.is_file():
-            raise CheckError(error or f"grader check stopped with exit code {code}")
+            raise CheckError(error or tr("grader check stopped with exit code {code}", code=code))
         report = GradeReport.from_json_file(report_path)
         try:
             files = load(Path(report.submission))  # only to name the file or notebook cell to open next
@@ -116,12 +146,13 @@ def _cannot_tell(arguments: list[str]) -> str:
     """The one line that says the notebook cannot be told, and how to name it."""
     if "google.colab" in sys.modules:
         saved = "/content/drive/MyDrive/Colab Notebooks/01-attention.ipynb"
-        return ("cannot tell which notebook this cell runs in: Colab keeps it in Google Drive, not on this machine; "
-                "mount Drive (from google.colab import drive; drive.mount(\"/content/drive\")) and name the notebook "
-                f"as saved there, e.g. %grader {shlex.join(arguments)} --submission {shlex.quote(saved)}")
-    return ("cannot tell which notebook this cell runs in (this front end does not say): name it, e.g. "
-            f"%grader {shlex.join(arguments)} --submission 01-attention.ipynb (--submission exercises for the "
-            ".py files), or grader.check(..., submission=\"01-attention.ipynb\")")
+        return tr("cannot tell which notebook this cell runs in: Colab keeps it in Google Drive, not on this "
+                  "machine; mount Drive (from google.colab import drive; drive.mount(\"/content/drive\")) and name "
+                  "the notebook as saved there, e.g. %grader {arguments} --submission {notebook}",
+                  arguments=shlex.join(arguments), notebook=shlex.quote(saved))
+    return tr("cannot tell which notebook this cell runs in (this front end does not say): name it, e.g. "
+              "%grader {arguments} --submission 01-attention.ipynb (--submission exercises for the .py files), or "
+              "grader.check(..., submission=\"01-attention.ipynb\")", arguments=shlex.join(arguments))
 
 
 def _in_a_kernel() -> bool:
@@ -172,15 +203,19 @@ def grader_magic(line: str, namespace: dict[str, object] | None = None) -> None:
     try:
         arguments = shlex.split(line)
     except ValueError as error:
-        raise CheckError(f"cannot read the arguments ({error}): quote them as in a shell") from None
+        with speaking(line.split()):
+            raise CheckError(tr("cannot read the arguments ({error}): quote them as in a shell",
+                                error=error)) from None
     if arguments[:1] == ["use"]:
         use(arguments[1:], namespace if namespace is not None else {})
     elif arguments[:1] == ["check"]:
         run_check(arguments, namespace=namespace)
     else:
-        code, error = _run(arguments)
-        if code >= EXIT_USAGE:
-            raise CheckError(error or f"grader {line} stopped with exit code {code}")
+        with speaking(arguments):
+            code, error = _run(arguments)
+            if code >= EXIT_USAGE:
+                raise CheckError(error or tr("grader {command} stopped with exit code {code}", command=line,
+                                             code=code))
 
 
 def use(names: list[str], namespace: dict[str, object]) -> list[str]:
@@ -189,6 +224,11 @@ def use(names: list[str], namespace: dict[str, object]) -> list[str]:
     They are found next to this notebook (or in the current folder), with what they use themselves first.
     This runs the student's own code in the student's own kernel, as running those cells would.
     """
+    with speaking([]):
+        return _use(names, namespace)
+
+
+def _use(names: list[str], namespace: dict[str, object]) -> list[str]:
     from grader.intake import notebook
     from grader.intake.submission import used_notebooks
 
@@ -196,17 +236,19 @@ def use(names: list[str], namespace: dict[str, object]) -> list[str]:
     folder = here.parent if here is not None else Path.cwd()
     used, missing = used_notebooks(names, folder, seen=set())
     if missing:
-        raise CheckError(f"there is no notebook {missing[0]} in {folder}: `%grader use` names notebooks next to "
-                         "this one, without .ipynb (e.g. `%grader use 01-attention`)")
+        raise CheckError(tr("there is no notebook {notebook} in {folder}: `%grader use` names notebooks next to "
+                            "this one, without .ipynb (e.g. `%grader use 01-attention`)", notebook=missing[0],
+                            folder=str(folder)))
     defined: list[str] = []
     for path in used:
         try:
             source, names_defined = notebook.script(notebook.cells(path.read_bytes(), name=path.name))
         except (OSError, notebook.NotebookError) as error:
-            raise CheckError(f"cannot use {path.name}: {error}") from None
+            raise CheckError(tr("cannot use {notebook}: {error}", notebook=path.name, error=error)) from None
         exec(compile(source, str(path), "exec"), namespace)
         defined += names_defined
-        print(f"from {path.name}: {', '.join(names_defined) or 'no definitions'}")
+        print(tr("from {notebook}: {names}", notebook=path.name, names=", ".join(names_defined) or
+                 tr("no definitions")))
     return defined
 
 

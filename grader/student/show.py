@@ -24,6 +24,7 @@ from rich.text import Text
 from grader.cli.render import marks_for
 from grader.grade.reports import atomic_path
 from grader.host.session import GradingSession
+from grader.lang import N_, tr
 from grader.text import clean
 
 # Note 3's embeddings; the weights it prints for them are softmax(X Xᵀ / 2), row by row.
@@ -42,7 +43,8 @@ PALE, DARK = (247, 251, 255), (8, 48, 107)
 
 @dataclass(frozen=True)
 class Heatmap:
-    """One grid of attention weights (queries as rows, keys as columns), or why there is none."""
+    """One grid of attention weights (queries as rows, keys as columns), or why there is none. The title and the
+    verdict are catalog messages, translated where they are shown; the problem is in the reader's language."""
 
     title: str
     function: str
@@ -98,16 +100,16 @@ def collect(submission: Path) -> tuple[Heatmap, Heatmap]:
                 return Heatmap(title, function, expected, verdict, problem=_explain(function, exercise, error, where))
             if not isinstance(weights, torch.Tensor) or tuple(weights.shape) != tuple(expected.shape):
                 got = tuple(weights.shape) if isinstance(weights, torch.Tensor) else type(weights).__name__
-                return Heatmap(title, function, expected, verdict, problem=(
-                    f"{function} gave weights of shape {got} for 5 tokens, expected (5, 5): "
-                    f"run `grader check {exercise}` to see why"))
+                return Heatmap(title, function, expected, verdict, problem=tr(
+                    "{function} gave weights of shape {shape} for 5 tokens, expected (5, 5): run `grader check "
+                    "{exercise}` to see why", function=function, shape=str(got), exercise=exercise))
             return Heatmap(title, function, expected, verdict, weights=weights.detach().to("cpu", torch.float32))
 
-        first = run("Self-attention on note 3's five tokens", "attention(x, x, x)", "attention", plain,
-                    "These are the weights the course notes print for this example.",
+        first = run(N_("Self-attention on note 3's five tokens"), "attention(x, x, x)", "attention", plain,
+                    N_("These are the weights the course notes print for this example."),
                     lambda: _weights_of_pair(impl.attention.attention(x, x, x)))
-        second = run("The same scores, causal", "weight_mask_and_normalization(scores)", "masking", causal,
-                     "Each token attends to itself and the tokens before it only, as it should.",
+        second = run(N_("The same scores, causal"), "weight_mask_and_normalization(scores)", "masking", causal,
+                     N_("Each token attends to itself and the tokens before it only, as it should."),
                      lambda: impl.masking.weight_mask_and_normalization(scores(x)))
     finally:
         session.close()
@@ -124,10 +126,11 @@ def _explain(function: str, exercise: str, error: Exception, where: str) -> str:
     from grader.host.failures import NotImplementedYet
 
     if isinstance(error, NotImplementedYet):
-        return (f"{function} is not implemented yet: fill in {where}, "
-                "then run `grader show attention` again")
+        return tr("{function} is not implemented yet: fill in {file}, then run `grader show attention` again",
+                  function=function, file=where)
     detail = (str(error).splitlines() or [type(error).__name__])[0]
-    return f"{function} failed: {detail} (`grader check {exercise}` says more)"
+    return tr("{function} failed: {detail} (`grader check {exercise}` says more)", function=function, detail=detail,
+              exercise=exercise)
 
 
 def _colour(weight: float, top: float) -> tuple[int, int, int]:
@@ -149,10 +152,11 @@ def render(heatmap: Heatmap, console: Console) -> None:
         return
     weights = heatmap.weights
     top = float(weights.nan_to_num(nan=0.0).max()) or 1.0
-    table = Table(title=f"[bold]{heatmap.title}[/]: {heatmap.function}", title_justify="left", box=None,
-                  caption="rows: queries · columns: keys · darker = more weight", caption_justify="left",
+    title = tr("{title}: {function}", title="[bold]" + tr(heatmap.title) + "[/]", function=heatmap.function)
+    caption = tr("rows: queries · columns: keys · darker = more weight")
+    table = Table(title=title, title_justify="left", box=None, caption=caption, caption_justify="left",
                   padding=(0, 0), collapse_padding=True)
-    table.add_column("query ↓  key →", style="bold", no_wrap=True)
+    table.add_column(tr("query ↓  key →"), style="bold", no_wrap=True)
     for token in TOKENS:
         table.add_column(token, justify="center", no_wrap=True)
     for token, vector, row in zip(TOKENS, EXAMPLE, weights.tolist(), strict=True):
@@ -163,44 +167,49 @@ def render(heatmap: Heatmap, console: Console) -> None:
     if error is not None and not error[0] <= TOLERANCE:
         difference, row, column = error
         failed = marks_for(console).failed
-        console.print(f"[red]{failed}[/] These weights differ from the formula's by {difference:.4f} at "
-                      f"{TOKENS[row]} → {TOKENS[column]} (expected {float(heatmap.expected[row, column]):.4f}): "
-                      f"run `grader check` for what is wrong")
+        console.print(f"[red]{failed}[/] " + tr(
+            "These weights differ from the formula's by {difference} at {query} → {key} (expected {expected}): run "
+            "`grader check` for what is wrong", difference=f"{difference:.4f}", query=TOKENS[row], key=TOKENS[column],
+            expected=f"{float(heatmap.expected[row, column]):.4f}"))
     else:
-        console.print(f"[green]{marks_for(console).passed}[/] {heatmap.verdict}")
+        console.print(f"[green]{marks_for(console).passed}[/] {tr(heatmap.verdict)}")
     console.print()
 
 
 def write_png(heatmaps: tuple[Heatmap, ...], path: Path) -> bool:
-    """Draw the heat-maps that have weights into one PNG, atomically; False when none has weights."""
+    """Draw the heat-maps that have weights into one PNG, atomically; False when none has weights. Its text is in the
+    reader's language where a font here has the characters (`charts.drawable`), else in English."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
+    from grader.batch.charts import drawable, drawing
+
     drawn = [heatmap for heatmap in heatmaps if heatmap.weights is not None]
     if not drawn:
         return False
-    figure, axes = pyplot.subplots(1, len(drawn), figsize=(5.2 * len(drawn), 4.6), squeeze=False)
-    for axis, heatmap in zip(axes[0], drawn, strict=True):
-        weights = heatmap.weights.numpy()  # type: ignore[union-attr]
-        image = axis.imshow(weights, cmap="Blues", vmin=0.0)
-        top = float(weights.max()) or 1.0
-        for row in range(weights.shape[0]):
-            for column in range(weights.shape[1]):
-                value = float(weights[row, column])
-                axis.text(column, row, f"{value:.2f}", ha="center", va="center", fontsize=9,
-                          color="white" if value / top > 0.55 else "black")
-        axis.set_xticks(range(len(TOKENS)), TOKENS, rotation=30)
-        axis.set_yticks(range(len(TOKENS)), TOKENS)
-        axis.set_xlabel("key token")
-        axis.set_ylabel("query token")
-        axis.set_title(f"{heatmap.title}\n{heatmap.function}", fontsize=9)
-        figure.colorbar(image, ax=axis, fraction=0.046, pad=0.04)
-    figure.tight_layout()
-    try:
-        with atomic_path(path, ".png") as temporary:
-            figure.savefig(temporary, format="png", dpi=120)
-    finally:
-        pyplot.close(figure)
+    with drawing():  # the figure's fonts are chosen as its text is made
+        figure, axes = pyplot.subplots(1, len(drawn), figsize=(5.2 * len(drawn), 4.6), squeeze=False)
+        for axis, heatmap in zip(axes[0], drawn, strict=True):
+            weights = heatmap.weights.numpy()  # type: ignore[union-attr]
+            image = axis.imshow(weights, cmap="Blues", vmin=0.0)
+            top = float(weights.max()) or 1.0
+            for row in range(weights.shape[0]):
+                for column in range(weights.shape[1]):
+                    value = float(weights[row, column])
+                    axis.text(column, row, f"{value:.2f}", ha="center", va="center", fontsize=9,
+                              color="white" if value / top > 0.55 else "black")
+            axis.set_xticks(range(len(TOKENS)), TOKENS, rotation=30)
+            axis.set_yticks(range(len(TOKENS)), TOKENS)
+            axis.set_xlabel(drawable(N_("key token")))
+            axis.set_ylabel(drawable(N_("query token")))
+            axis.set_title(f"{drawable(heatmap.title)}\n{heatmap.function}", fontsize=9)
+            figure.colorbar(image, ax=axis, fraction=0.046, pad=0.04)
+        figure.tight_layout()
+        try:
+            with atomic_path(path, ".png") as temporary:
+                figure.savefig(temporary, format="png", dpi=120)
+        finally:
+            pyplot.close(figure)
     return True

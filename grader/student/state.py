@@ -21,6 +21,7 @@ import platformdirs
 from grader.curriculum import BY_ID
 from grader.grade.reports import GradeReport, write_json
 from grader.grade.scoring import ExerciseStatus
+from grader.lang import tr
 
 STATE_ENV = "GRADER_STATE_DIR"
 HINTS_FILE = "hints.json"
@@ -62,7 +63,7 @@ def state_folder() -> Path:
 
 def unsaved() -> str:
     """What a check says when its results could not be saved."""
-    return f"Could not save the results in {state_folder()}/: `grader list` will not show them."
+    return tr("Could not save the results in {folder}/: `grader list` will not show them.", folder=state_folder())
 
 
 def submission_key(submission: Path) -> str:

@@ -25,6 +25,7 @@ from grader.grade.reports import GradeReport
 from grader.grade.selection import select
 from grader.host import tiers
 from grader.host.scratch import remove_stale_stages
+from grader.lang import tr
 
 BUDGET_S = 300.0  # as `grader check --timeout`'s default
 SLOT_MARGIN_S = 60.0  # past the budget, the slot's child is killed; past this too, the slot itself is replaced
@@ -90,8 +91,8 @@ class WarmChecker:
         if outcome.status == Status.REFUSED:
             return Checked(None, outcome.reason, refused=True)
         if outcome.status == Status.TIMEOUT:
-            return Checked(None, f"{outcome.reason}: the check was stopped")
-        return Checked(None, outcome.reason or "the grading process stopped")
+            return Checked(None, tr("{reason}: the check was stopped", reason=outcome.reason))
+        return Checked(None, outcome.reason or tr("the grading process stopped"))
 
     def close(self) -> None:
         self._slot.close()

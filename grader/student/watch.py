@@ -22,6 +22,7 @@ from rich.markup import escape
 from grader.curriculum import BY_ID, EXERCISES, prerequisites
 from grader.grade.scoring import ExerciseStatus
 from grader.intake.submission import exercise_folder
+from grader.lang import tr
 from grader.student import state
 from grader.student.next_step import next_exercise
 from grader.student.warm import FirstFailure, WarmChecker
@@ -81,7 +82,7 @@ def watch(submission: Path, exercise: str | None, *, console: Console, quick: bo
             targets = to_check(submission, target, saved)
             if console.is_terminal:
                 console.clear()
-            because = f" · saved {', '.join(saved)}" if saved else ""  # file names the student chose
+            because = " · " + tr("saved {files}", files=", ".join(saved)) if saved else ""  # names the student chose
             console.rule(f"[bold]grader check {' '.join(targets)}[/]{escape(clean(because, newlines=False))}",
                          align="left")
             before = snapshot(submission)
@@ -92,14 +93,14 @@ def watch(submission: Path, exercise: str | None, *, console: Console, quick: bo
             if max_runs is not None and runs >= max_runs:
                 return 0
             where = escape(clean(str(submission), newlines=False))
-            console.print(f"[dim]Watching {where} for saves · Ctrl-C to stop[/]")
+            console.print("[dim]" + tr("Watching {submission} for saves · Ctrl-C to stop", submission=where) + "[/]")
             after = snapshot(submission)
             if after != before:
                 saved = changed(before, after)  # saved while the check ran: check again at once
                 continue
             _, saved = wait_for_save(submission, after, poll_s=poll_s)
     except KeyboardInterrupt:
-        console.print("Stopped watching.")
+        console.print(tr("Stopped watching."))
         return 0
     finally:
         checker.close()
@@ -128,14 +129,15 @@ def _check(checker: WarmChecker, submission: Path, exercises: list[str], console
 
     def first(failure: FirstFailure) -> None:
         name = escape(clean(failure.test.split("::")[-1], newlines=False))
-        say(console, f"[red]{marks_for(console).failed}[/] [bold]{name}[/] [dim](first failure; the table follows)[/]")
+        say(console, f"[red]{marks_for(console).failed}[/] [bold]{name}[/] [dim]"
+                     + tr("(first failure; the table follows)") + "[/]")
         for line in clean(failure.message).splitlines():
             say(console, escape(line), indent=4)
 
     checked = checker.check(submission, exercises, on_first_failure=first)
     if checked.report is None:
-        kind = "error" if checked.refused else "the grader itself failed"
-        console.print(f"[red]grader: {kind}:[/] {escape(clean(checked.problem))}", soft_wrap=True)
+        kind = tr("grader: error:") if checked.refused else tr("grader: the grader itself failed:")
+        console.print(f"[red]{kind}[/] {escape(clean(checked.problem))}", soft_wrap=True)
         return
     if not state.record_report(checked.report, submission, quick=quick):
         console.print(f"[dim]{escape(state.unsaved())}[/]")
@@ -152,16 +154,20 @@ def _say_what_next(submission: Path, checked: str, console: Console) -> None:
     result = state.last_results(submission).get(checked)
     if result is None or not result.full_marks:
         if result is not None and result.status == ExerciseStatus.SLOW_TESTS_SKIPPED:
-            console.print(f"[yellow]{checked} passes its quick tests[/]: `grader check {checked}` "
-                          "runs the slow ones too.")
+            passes = "[yellow]" + tr("{exercise} passes its quick tests", exercise=checked) + "[/]"
+            console.print(tr("{passes}: `grader check {exercise}` runs the slow ones too.", passes=passes,
+                             exercise=checked))
         return
     following = next_exercise(submission, saved=[])
     if following != checked:
         where = escape(clean(_file_of(submission, BY_ID[following].file), newlines=False))
-        console.print(f"[green]{marks_for(console).passed} {checked} is done.[/] Next: {following}, in {where}; "
-                      f"the next save checks it (`grader hint {following}` if you are stuck).")
+        done = f"[green]{marks_for(console).passed} " + tr("{exercise} is done.", exercise=checked) + "[/]"
+        console.print(tr("{done} Next: {exercise}, in {file}; the next save checks it (`grader hint {exercise}` if "
+                         "you are stuck).", done=done, exercise=following, file=where))
 
 
 def _file_of(submission: Path, filename: str) -> str:
     """Where the student edits `filename`: in the folder that holds the exercise files, or in the zip."""
-    return f"{filename} in {submission}" if submission.is_file() else str(exercise_folder(submission) / filename)
+    if submission.is_file():
+        return tr("{file} in {archive}", file=filename, archive=str(submission))
+    return str(exercise_folder(submission) / filename)

@@ -192,20 +192,29 @@ def test_cuda_on_a_machine_without_it_fails_at_once(grader_cli, tmp_path: Path):
 
 
 EMOJI_NAME = "学生😀"  # GB2312 has the Chinese characters, not the emoji
-NOISY = ("def attention(query, key, value, dropout=None, mask=None):\n"
+NOISY = ("def causal_mask(seq_len, device=None):\n"
          "    print('données 😀 \\u2603')\n"
          "    raise ValueError('résultat ✓ 😀')\n")
 
 
-@pytest.mark.parametrize("encoding", ["gb2312", "ascii"])
+@pytest.mark.parametrize("encoding", ["gb2312", "gbk", "ascii"])
 def test_a_terminal_that_cannot_show_a_character_never_crashes(grader_cli, grader_env, tmp_path: Path,
                                                                encoding: str):
+    """In Chinese (the locale says so) on a console that cannot write every character: nothing crashes, and no mark
+    is lost. A right attention that prints what the console cannot show keeps its points; a masking that raises
+    with such words fails, saying so."""
     env = {**grader_env, "PYTHONIOENCODING": encoding, "LANG": "zh_CN.GB2312"}
     (tmp_path / "class" / EMOJI_NAME).mkdir(parents=True)
-    (tmp_path / "class" / EMOJI_NAME / "attention.py").write_text(NOISY)
+    right = (SOLUTIONS / "attention.py").read_text().replace(
+        "    d_k = query.size(-1)\n", "    print('données 😀 \\u2603 注意力')\n    d_k = query.size(-1)\n", 1)
+    assert "注意力" in right
+    (tmp_path / "class" / EMOJI_NAME / "attention.py").write_text(right)
+    (tmp_path / "class" / EMOJI_NAME / "masking.py").write_text(NOISY)
     submission = str(tmp_path / "class" / EMOJI_NAME)
-    runs = [grader_cli.run("check", "attention", "--submission", submission, "--suite", "public", env=env,
-                           cwd=tmp_path)]
+    runs = [grader_cli.run("check", "attention", "masking", "--submission", submission, "--suite", "public", env=env,
+                           cwd=tmp_path, json_path=tmp_path / "report.json")]
+    scores = {exercise["id"]: exercise["score"] for exercise in runs[0].report["exercises"]}
+    assert scores == {"attention": 10.0, "masking": 0.0}, scores
     if encoding == "gb2312":
         others = [
             ("batch", str(tmp_path / "class"), "--out", str(tmp_path / "out"), "--suite", "public", "--jobs", "1"),

@@ -23,6 +23,7 @@ from grader.judge.loops.vocabulary import (
     _leaves_torch,
     _library_function,
 )
+from grader.lang import tr
 
 
 class _Expressions:
@@ -43,7 +44,8 @@ class _Expressions:
         elif not self.in_message and (isinstance(node, ast.JoinedStr) or (
                 isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant)
                 and isinstance(node.left.value, str))):
-            self.refuse("text", node, scope, kind="an f-string" if isinstance(node, ast.JoinedStr) else "% formatting")
+            self.refuse("text", node, scope,
+                        kind=tr("an f-string") if isinstance(node, ast.JoinedStr) else tr("% formatting"))
         elif isinstance(node, PLAIN_EXPRESSIONS):
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.expr):

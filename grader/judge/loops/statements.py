@@ -16,6 +16,7 @@ from grader.judge.loops.vocabulary import (
     _kind,
     _loop,
 )
+from grader.lang import tr
 
 
 class _FunctionBodies(_Expressions):
@@ -63,7 +64,7 @@ class _FunctionBodies(_Expressions):
             self.statements(node.body, scope)
         elif isinstance(node, ast.For):
             if not self.over_shape(node.iter, scope):
-                self.refuse(_loop(node.iter), node, scope, kind="a for loop", code=_code(node.iter))
+                self.refuse(_loop(node.iter), node, scope, kind=tr("a for loop"), code=_code(node.iter))
             else:
                 self.dimension_work([*node.body, *node.orelse], node.target, node.iter, scope)
             self.target(node.target, scope)
@@ -128,7 +129,7 @@ class _FunctionBodies(_Expressions):
         for number, generator in enumerate(node.generators):
             where = scope if number == 0 else inner  # the first iterable is evaluated outside the comprehension
             if not self.over_shape(generator.iter, where):
-                self.refuse(_loop(generator.iter), node, scope, kind=COMPREHENSIONS[type(node)],
+                self.refuse(_loop(generator.iter), node, scope, kind=tr(COMPREHENSIONS[type(node)]),
                             code=_code(generator.iter))
             self.expression(generator.iter, where)
             self.target(generator.target, inner, names_only=True)

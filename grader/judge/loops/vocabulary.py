@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
+from grader.lang import N_, tr
 from grader.text import clean
 
 # Objects a tensor expression can hold (`x.shape`, `x.dtype`, `torch.finfo(x.dtype)`): their public attributes may
@@ -46,78 +47,83 @@ DECORATORS = frozenset({"torch.no_grad", "torch.inference_mode", "torch.enable_g
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 ASSIGNMENTS = (ast.Assign, ast.AnnAssign)
-COMPREHENSIONS = {ast.ListComp: "a list comprehension", ast.SetComp: "a set comprehension",
-                  ast.DictComp: "a dict comprehension", ast.GeneratorExp: "a generator expression"}
+# How a message names each comprehension (a catalog message: through `tr` where it is shown).
+COMPREHENSIONS = {ast.ListComp: N_("a list comprehension"), ast.SetComp: N_("a set comprehension"),
+                  ast.DictComp: N_("a dict comprehension"), ast.GeneratorExp: N_("a generator expression")}
 PLAIN_EXPRESSIONS = (ast.Constant, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Subscript,
                      ast.Slice, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Starred, ast.JoinedStr, ast.FormattedValue)
 ANNOTATION_NODES = (ast.Name, ast.Attribute, ast.Constant, ast.Subscript, ast.Tuple, ast.List, ast.BinOp, ast.BitOr,
                     ast.Load)
 
-_TOP_OF_FILE = ("keep only imports, definitions and constants at the top of the file; try code out in a notebook or "
-                "another file, not in an `if __name__ == \"__main__\":` block")
-# What the reader saw ({code} is the submission's own text, shortened), and the hint that goes with it.
+_TOP_OF_FILE = N_("keep only imports, definitions and constants at the top of the file; try code out in a notebook "
+                  "or another file, not in an `if __name__ == \"__main__\":` block")
+_PLAIN_CODE = N_("keep to assignments, if, return and calls of torch functions and tensor methods")
+_ONE_PRODUCT = N_("build the (T, T) weights once and use one matrix product, weights @ x")
+# What the reader saw ({code} is the submission's own text, shortened), and the hint that goes with it: catalog
+# messages, shown through `tr` (see `_refusal`).
 MESSAGES: dict[str, tuple[str, str]] = {
-    "loop": ("{kind} over {code}, which runs Python code once per element",
-             "build the (T, T) weights once and use one matrix product, weights @ x; a loop may only go over a "
-             "parameter's .shape (its few dimensions)"),
-    "shape": ("{kind} over {code}, the .shape of something that is not a parameter: its length can be anything",
-              "loop only over a parameter's .shape (its few dimensions), or better, not at all: build the (T, T) "
-              "weights once and use one matrix product, weights @ x"),
-    "shape_work": ("{code} in a loop over {shape}, where only the dimensions may be checked or converted",
-                   "loop over a .shape only to check its dimensions (assert d > 0, int(d)); do the work with tensor "
-                   "operations, outside any loop"),
-    "while": ("a while loop", "build the (T, T) weights once and use one matrix product, weights @ x"),
-    "recursion": ("{code} runs itself again, a loop by recursion",
-                  "compute the result in one pass of tensor operations; a function must not call itself"),
-    "callback": ("{code} handed to {callee}(), which may call it once per element",
-                 "pass tensors and numbers to functions, never a function: call your own function yourself, once, "
-                 "on whole tensors"),
-    "lambda": ("a lambda", "write a plain def and call it yourself, once, on whole tensors"),
-    "function_value": ("{code} used as a value (stored, handed on or returned) instead of called",
-                       "call your functions and classes by name, f(x), and hand them only tensors and numbers: a "
-                       "function passed around can run once per element, or call itself"),
-    "text": ("{kind}, which turns values into text outside a message",
-             "keep f-strings and % formatting to the messages of raise, assert and print"),
-    "annotation": ("the annotation {code}, which runs code when the def runs",
-                   "annotate with a plain type (torch.Tensor, int) or leave the annotation out"),
-    "dunder": ("{code}, a double-underscore name",
-               "write plain functions and names: Python's own __names__ (operators, __name__) run code out of the "
-               "reader's sight; try code out in a notebook or another file, not in an `if __name__ == \"__main__\":` "
-               "block"),
-    "top_if": ("`if {code}:` at the top of the file, which runs at import", _TOP_OF_FILE),
-    "top_code": ("a {kind} statement that runs at import", _TOP_OF_FILE),
-    "dead": ("the guard `if {code}:`, whose branch never runs or always runs", "remove the dead branch"),
-    "statement": ("a {kind} statement",
-                  "keep to assignments, if, return and calls of torch functions and tensor methods"),
-    "expression": ("{kind}", "keep to assignments, if, return and calls of torch functions and tensor methods"),
-    "library": ("{code}, from {library}, which the grader does not read",
-                "use torch (torch, torch.nn.functional, tensor methods) and math only: other libraries work out of "
-                "the grader's sight"),
-    "torch": ("{code}, which calls Python code, reads files or leaves torch",
-              "use torch's tensor operations (torch.tril, torch.ones, masked_fill, softmax, @)"),
-    "builtin": ("the builtin {code}", "only int, float, bool, len, abs, round, min, max, isinstance, print, range "
-                                      "and, over a parameter's .shape, tuple, list, sum, all, any and map(int, ...) "
-                                      "are read"),
-    "iterating": ("{code}() over {argument}, which is not a parameter's .shape",
-                  "use tensor operations (x.sum(dim=...), torch.stack) instead of Python's iteration"),
-    "leaves_torch": ("the method .{code}(), which leaves torch or runs a function per element",
-                     "stay with tensor operations: .numpy(), .tolist() and hooks move the work out of torch"),
-    "attribute": ("the attribute .{code}, which the reader does not know of a tensor",
-                  "call torch functions and tensor methods; attributes of other objects are not read"),
-    "twice": ("{code} bound a second time (first on line {first})",
-              "define each name once at the top of the file: the grader reads the one definition a name has"),
-    "decorator": ("the decorator @{code}, which the reader does not know",
-                  "use only @torch.no_grad(), @functools.lru_cache, @staticmethod, @classmethod or @property"),
-    "target": ("an assignment to {code}", "assign to names and to items (out[i] = ...), not to attributes"),
-    "base": ("a class built on {code}, which the reader does not know",
-             "derive only from torch classes (nn.Module) or from your own plain classes"),
-    "class_keyword": ("the class keyword {code}=", "write a plain class, without a metaclass or class keywords"),
-    "star": ("an import of *", "import the names you use, by name"),
-    "unreadable": ("{code}, from {module}.py, which the grader cannot read",
-                   "define it in a file the grader reads (one of your exercise files), or use torch"),
-    "not_defined": ("{code} is not defined by a plain def", "define it with `def`, at the top level of the file"),
-    "unparsable": ("the file could not be parsed", "fix the syntax error first"),
-    "nested": ("code nested too deeply for the reader", "split long expressions into several lines"),
+    "loop": (N_("{kind} over {code}, which runs Python code once per element"),
+             N_("build the (T, T) weights once and use one matrix product, weights @ x; a loop may only go over a "
+                "parameter's .shape (its few dimensions)")),
+    "shape": (N_("{kind} over {code}, the .shape of something that is not a parameter: its length can be anything"),
+              N_("loop only over a parameter's .shape (its few dimensions), or better, not at all: build the (T, T) "
+                 "weights once and use one matrix product, weights @ x")),
+    "shape_work": (N_("{code} in a loop over {shape}, where only the dimensions may be checked or converted"),
+                   N_("loop over a .shape only to check its dimensions (assert d > 0, int(d)); do the work with "
+                      "tensor operations, outside any loop")),
+    "while": (N_("a while loop"), _ONE_PRODUCT),
+    "recursion": (N_("{code} runs itself again, a loop by recursion"),
+                  N_("compute the result in one pass of tensor operations; a function must not call itself")),
+    "callback": (N_("{code} handed to {callee}(), which may call it once per element"),
+                 N_("pass tensors and numbers to functions, never a function: call your own function yourself, "
+                    "once, on whole tensors")),
+    "lambda": (N_("a lambda"), N_("write a plain def and call it yourself, once, on whole tensors")),
+    "function_value": (N_("{code} used as a value (stored, handed on or returned) instead of called"),
+                       N_("call your functions and classes by name, f(x), and hand them only tensors and numbers: a "
+                          "function passed around can run once per element, or call itself")),
+    "text": (N_("{kind}, which turns values into text outside a message"),
+             N_("keep f-strings and % formatting to the messages of raise, assert and print")),
+    "annotation": (N_("the annotation {code}, which runs code when the def runs"),
+                   N_("annotate with a plain type (torch.Tensor, int) or leave the annotation out")),
+    "dunder": (N_("{code}, a double-underscore name"),
+               N_("write plain functions and names: Python's own __names__ (operators, __name__) run code out of "
+                  "the reader's sight; try code out in a notebook or another file, not in an "
+                  "`if __name__ == \"__main__\":` block")),
+    "top_if": (N_("`if {code}:` at the top of the file, which runs at import"), _TOP_OF_FILE),
+    "top_code": (N_("a {kind} statement that runs at import"), _TOP_OF_FILE),
+    "dead": (N_("the guard `if {code}:`, whose branch never runs or always runs"), N_("remove the dead branch")),
+    "statement": (N_("a {kind} statement"), _PLAIN_CODE),
+    "expression": ("{kind}", _PLAIN_CODE),
+    "library": (N_("{code}, from {library}, which the grader does not read"),
+                N_("use torch (torch, torch.nn.functional, tensor methods) and math only: other libraries work out "
+                   "of the grader's sight")),
+    "torch": (N_("{code}, which calls Python code, reads files or leaves torch"),
+              N_("use torch's tensor operations (torch.tril, torch.ones, masked_fill, softmax, @)")),
+    "builtin": (N_("the builtin {code}"), N_("only int, float, bool, len, abs, round, min, max, isinstance, print, "
+                                             "range and, over a parameter's .shape, tuple, list, sum, all, any and "
+                                             "map(int, ...) are read")),
+    "iterating": (N_("{code}() over {argument}, which is not a parameter's .shape"),
+                  N_("use tensor operations (x.sum(dim=...), torch.stack) instead of Python's iteration")),
+    "leaves_torch": (N_("the method .{code}(), which leaves torch or runs a function per element"),
+                     N_("stay with tensor operations: .numpy(), .tolist() and hooks move the work out of torch")),
+    "attribute": (N_("the attribute .{code}, which the reader does not know of a tensor"),
+                  N_("call torch functions and tensor methods; attributes of other objects are not read")),
+    "twice": (N_("{code} bound a second time (first on line {first})"),
+              N_("define each name once at the top of the file: the grader reads the one definition a name has")),
+    "decorator": (N_("the decorator @{code}, which the reader does not know"),
+                  N_("use only @torch.no_grad(), @functools.lru_cache, @staticmethod, @classmethod or @property")),
+    "target": (N_("an assignment to {code}"), N_("assign to names and to items (out[i] = ...), not to attributes")),
+    "base": (N_("a class built on {code}, which the reader does not know"),
+             N_("derive only from torch classes (nn.Module) or from your own plain classes")),
+    "class_keyword": (N_("the class keyword {code}="),
+                      N_("write a plain class, without a metaclass or class keywords")),
+    "star": (N_("an import of *"), N_("import the names you use, by name")),
+    "unreadable": (N_("{code}, from {module}.py, which the grader cannot read"),
+                   N_("define it in a file the grader reads (one of your exercise files), or use torch")),
+    "not_defined": (N_("{code} is not defined by a plain def"),
+                    N_("define it with `def`, at the top level of the file")),
+    "unparsable": (N_("the file could not be parsed"), N_("fix the syntax error first")),
+    "nested": (N_("code nested too deeply for the reader"), N_("split long expressions into several lines")),
 }
 
 
@@ -131,14 +137,16 @@ class Refusal:
     hint: str
 
     def __str__(self) -> str:
-        return f"{self.file} line {self.line}: {self.what}"
+        return tr("{file} line {line}: {what}", file=self.file, line=self.line, what=self.what)
 
 
 
 def _refusal(file: str, line: int, message: str, **values: str) -> Refusal:
+    """The refusal `message` at `file`'s `line`, in the reader's language; `values` fill its placeholders (a `kind`
+    the caller has translated already, the submission's own code as it is)."""
     what, hint = MESSAGES[message]
     shown = {key: clean(value, newlines=False) for key, value in values.items()}
-    return Refusal(file, line, what.format(**shown), hint)
+    return Refusal(file, line, tr(what, **shown), tr(hint))
 
 
 def _code(node: ast.AST, limit: int = 48) -> str:
@@ -209,8 +217,11 @@ def _loop(iterable: ast.expr) -> str:
 
 
 def _kind(node: ast.AST) -> str:
-    """How a message names a statement or expression: "try", "an assignment expression (:=)"."""
-    named = {ast.NamedExpr: "an assignment expression (:=)", ast.Await: "an await", ast.Yield: "a yield",
-             ast.YieldFrom: "a yield from", ast.ClassDef: "class (inside a function)",
-             ast.AsyncFunctionDef: "async def", ast.AugAssign: "augmented assignment"}
-    return named.get(type(node), type(node).__name__.lower())
+    """How a message names a statement or expression, in the reader's language: "try" (Python's own word, as it
+    is), "an assignment expression (:=)"."""
+    named = {ast.NamedExpr: N_("an assignment expression (:=)"), ast.Await: N_("an await"), ast.Yield: N_("a yield"),
+             ast.YieldFrom: N_("a yield from"), ast.ClassDef: N_("class (inside a function)"),
+             ast.AugAssign: N_("augmented assignment")}
+    if type(node) in named:
+        return tr(named[type(node)])
+    return "async def" if isinstance(node, ast.AsyncFunctionDef) else type(node).__name__.lower()
