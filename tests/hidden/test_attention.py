@@ -7,7 +7,17 @@ same inputs, so any correct float32 computation passes and real mistakes (off by
 import pytest
 import torch
 
-from grader.testing import assert_close, backward, expect_tuple, golden, random_keep_mask, tolerance
+from grader.testing import (
+    N_,
+    assert_close,
+    backward,
+    expect_tuple,
+    golden,
+    hint_suffix,
+    random_keep_mask,
+    tolerance,
+    tr,
+)
 
 LEADING = {"no batch dims": (), "batch": (3,), "batch and heads": (2, 3), "three leading dims": (2, 1, 3)}
 
@@ -33,7 +43,7 @@ def check(impl, ref, *args, hint="", **kwargs):
 @pytest.mark.parametrize("leading", LEADING.values(), ids=LEADING.keys())
 def test_matches_golden_on_non_square_inputs(impl, ref, device, seed, leading):
     check(impl, ref, *qkv(device, leading),
-          hint="scores = query @ key.transpose(-2, -1) / sqrt(d_k), with d_k = query.size(-1).")
+          hint=tr("scores = query @ key.transpose(-2, -1) / sqrt(d_k), with d_k = query.size(-1)."))
 
 
 @pytest.mark.hint_after("test_matches_golden_on_non_square_inputs")  # its hint assumes the plain case is right
@@ -76,7 +86,7 @@ def test_dropout_is_applied_to_the_weights(impl, ref, device, seed):
     output, p_attn = expect_tuple(
         impl.attention.attention(q, k, v, dropout=impl.probes.FixedMask(keep)), 2, name="attention()"
     )
-    hint = "apply dropout to p_attn (after softmax), use the dropped weights for the output, and return them."
+    hint = N_("apply dropout to p_attn (after softmax), use the dropped weights for the output, and return them.")
     assert_close(p_attn, expected_p.float(), atol=tolerance(ref_p, expected_p), name="p_attn with dropout", hint=hint)
     assert_close(output, expected_out.float(), atol=tolerance(ref_out, expected_out), name="output with dropout",
                  hint=hint)
@@ -89,8 +99,9 @@ def test_real_dropout_in_training_mode_drops_weights(impl, device, seed):
     output, p_attn = expect_tuple(impl.attention.attention(q, k, v, dropout=dropout), 2, name="attention()")
     zeros = float((p_attn == 0).double().mean())
     assert 0.3 < zeros < 0.7, (
-        f"with nn.Dropout(0.5), {zeros:.0%} of the returned weights are 0, expected about half. "
-        "Hint: dropout acts on p_attn after the softmax, and attention returns p_attn as dropout left it."
+        tr("with nn.Dropout(0.5), {share} of the returned weights are 0, expected about half.",
+           share=format(zeros, ".0%"))
+        + hint_suffix(tr("dropout acts on p_attn after the softmax, and attention returns p_attn as dropout left it."))
     )
     assert_close(output, p_attn @ v, atol=1e-5, name="output",
                  hint="the output must use the same dropped weights you return.")
@@ -112,8 +123,9 @@ def test_gradients_match_golden(impl, ref, device, seed):
     ref_grads = backward(ref.attention.attention, q, k, v, grad_output=grad_output, output_index=0).inputs
     grads = backward(impl.attention.attention, q, k, v, grad_output=grad_output, output_index=0).inputs
     for name, got, want, ref_got in zip(("query", "key", "value"), grads, golden_grads, ref_grads, strict=True):
-        assert got is not None, f"no gradient reached {name}: keep the computation in torch, without .detach()"
-        assert_close(got, want.float(), atol=tolerance(ref_got, want), name=f"gradient of {name}")
+        assert got is not None, tr("no gradient reached {name}: keep the computation in torch, without .detach()",
+                                   name=name)
+        assert_close(got, want.float(), atol=tolerance(ref_got, want), name=tr("gradient of {name}", name=name))
 
 
 @pytest.mark.points(1)

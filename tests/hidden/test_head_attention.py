@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from grader.testing import (
+    N_,
     SubmissionFailure,
     assert_close,
     backward,
@@ -20,8 +21,10 @@ from grader.testing import (
     explained_by_weight_dropout,
     float64,
     golden,
+    hint_suffix,
     load_parameters,
     tolerance,
+    tr,
     uniform_causal,
 )
 
@@ -37,15 +40,16 @@ def pair(impl, ref, device, *, n_embd=N_EMBD, head_size=HEAD_SIZE, block_size=BL
     m = impl.head_attention.HeadAttention(n_embd, head_size, block_size, **given).to(device).eval()
     weights = {name: p.detach() for name, p in r.named_parameters()}
     load_parameters(m, weights, name="HeadAttention",
-                    names_hint="call the layers key, query and value", allow=("tril",))
+                    names_hint=tr("call the layers key, query and value"), allow=("tril",))
     return m, r
 
 
 def call(m, x, hint=""):
+    """m(x), a tensor; `hint` (English, translated here) closes the message when the submission raises."""
     try:
         return expect_tensor(m(x), name="HeadAttention output")
     except SubmissionFailure as failure:
-        raise type(failure)(f"{failure}{' Hint: ' + hint if hint else ''}") from None
+        raise type(failure)(str(failure) + hint_suffix(tr(hint))) from None
 
 
 def check_golden(m, r, x, *, name="output", hint=""):
@@ -61,15 +65,16 @@ def test_layers_are_key_query_value_without_bias(impl, device):
     info = describe(impl.head_attention.HeadAttention(N_EMBD, HEAD_SIZE, BLOCK_SIZE))
     for name in ("key", "query", "value"):
         assert info.is_a(name, "Linear"), (
-            f"HeadAttention.{name} should be an nn.Linear, got {info.kind_of(name)}"
+            tr("HeadAttention.{name} should be an nn.Linear, got {kind}", name=name, kind=info.kind_of(name))
         )
     got = {name: p["shape"] for name, p in info.parameters.items() if name != "tril"}
     expected = {f"{name}.weight": [HEAD_SIZE, N_EMBD] for name in ("key", "query", "value")}
     assert got == expected, (
-        f"HeadAttention({N_EMBD}, {HEAD_SIZE}, {BLOCK_SIZE}) has parameters {got}, expected {expected}. "
-        "Hint: nn.Linear(n_embd, head_size, bias=False) maps n_embd features to head_size."
+        tr("{module} has parameters {got}, expected {expected}.",
+           module=f"HeadAttention({N_EMBD}, {HEAD_SIZE}, {BLOCK_SIZE})", got=got, expected=expected)
+        + hint_suffix(tr("nn.Linear(n_embd, head_size, bias=False) maps n_embd features to head_size."))
     )
-    assert info.is_a("dropout", "Dropout"), "HeadAttention.dropout should be an nn.Dropout"
+    assert info.is_a("dropout", "Dropout"), tr("HeadAttention.dropout should be an nn.Dropout")
 
 
 @pytest.mark.confirmed_by("test_future_tokens_do_not_leak", "test_matches_golden")
@@ -78,11 +83,14 @@ def test_tril_is_a_lower_triangular_buffer_not_a_parameter(impl, device):
     m = impl.head_attention.HeadAttention(N_EMBD, HEAD_SIZE, BLOCK_SIZE)
     info = describe(m)
     assert "tril" not in info.parameters, (
-        "tril is an nn.Parameter, so an optimizer would train it: register it with self.register_buffer('tril', ...)"
+        tr("tril is an nn.Parameter, so an optimizer would train it: register it with "
+           "self.register_buffer('tril', ...)")
     )
-    assert "tril" in info.buffers, f"no buffer named tril (buffers: {sorted(info.buffers) or 'none'})"
+    assert "tril" in info.buffers, tr("no buffer named tril (buffers: {names})",
+                                      names=sorted(info.buffers) or tr("none"))
     shape = tuple(info.buffers["tril"]["shape"])
-    assert shape == (BLOCK_SIZE, BLOCK_SIZE), f"tril has shape {shape}, expected ({BLOCK_SIZE}, {BLOCK_SIZE})"
+    assert shape == (BLOCK_SIZE, BLOCK_SIZE), tr("{name} has shape {shape}, expected {expected}", name="tril",
+                                                 shape=shape, expected=(BLOCK_SIZE, BLOCK_SIZE))
     assert_close(m.tril, torch.ones(BLOCK_SIZE, BLOCK_SIZE).tril(), atol=0.0, name="tril", check_dtype=False,
                  hint="ones on and below the diagonal, zeros above.")
 
@@ -90,13 +98,13 @@ def test_tril_is_a_lower_triangular_buffer_not_a_parameter(impl, device):
 PLAIN_CASE = "T = block_size"
 PLAIN = f"test_matches_golden[{PLAIN_CASE}]"
 LENGTHS = {  # batch, T, hint
-    "T < block_size": (3, 7, "T = x.size(1) is shorter than block_size here, and the mask is the top-left corner of "
-                             "tril, self.tril[:T, :T]"),
-    PLAIN_CASE: (2, BLOCK_SIZE, "k, q, v = self.key(x), self.query(x), self.value(x); scores = q @ "
-                                "k.transpose(-2, -1) / sqrt(head_size); -inf where self.tril[:T, :T] == 0; softmax "
-                                "over the keys (dim=-1); self.dropout; then @ v"),
-    "batch of one, T = 1": (1, 1, "take B and T from x.shape; with T = 1 the one position attends to itself alone, "
-                                  "with weight 1, so the output is v"),
+    "T < block_size": (3, 7, N_("T = x.size(1) is shorter than block_size here, and the mask is the top-left corner "
+                                "of tril, self.tril[:T, :T].")),
+    PLAIN_CASE: (2, BLOCK_SIZE, N_("k, q, v = self.key(x), self.query(x), self.value(x); scores = q @ "
+                                   "k.transpose(-2, -1) / sqrt(head_size); -inf where self.tril[:T, :T] == 0; softmax "
+                                   "over the keys (dim=-1); self.dropout; then @ v.")),
+    "batch of one, T = 1": (1, 1, N_("take B and T from x.shape; with T = 1 the one position attends to itself "
+                                     "alone, with weight 1, so the output is v.")),
 }
 
 
@@ -107,7 +115,7 @@ LENGTHS = {  # batch, T, hint
     for name, case in LENGTHS.items()])
 def test_matches_golden(impl, ref, device, seed, batch, T, hint):
     m, r = pair(impl, ref, device)
-    check_golden(m, r, torch.randn(batch, T, N_EMBD, device=device), hint=hint + ".")
+    check_golden(m, r, torch.randn(batch, T, N_EMBD, device=device), hint=hint)
 
 
 @pytest.mark.points(1)
@@ -123,8 +131,9 @@ def test_future_tokens_do_not_leak(impl, ref, device, seed):
         if bool(leak.any()):
             s = int(torch.nonzero(leak)[0])
             raise AssertionError(
-                f"output at position {s} changed when only positions {t + 1} to {BLOCK_SIZE - 1} changed: the mask "
-                "lets the future leak. Hint: scores where tril[:T, :T] == 0 become -inf before the softmax."
+                tr("output at position {s} changed when only positions {first} to {last} changed: the mask lets the "
+                   "future leak.", s=s, first=t + 1, last=BLOCK_SIZE - 1)
+                + hint_suffix(tr("scores where tril[:T, :T] == 0 become -inf before the softmax."))
             )
 
 
@@ -151,7 +160,8 @@ def test_float64_in_float64_out(impl, ref, device, seed):
 def test_eval_mode_is_deterministic_and_matches_golden(impl, ref, device, seed):
     m, r = pair(impl, ref, device, dropout=0.5)
     x = torch.randn(3, 8, N_EMBD, device=device)
-    assert torch.equal(call(m, x), call(m, x)), "in eval mode two calls on the same input differ: no dropout in eval"
+    assert torch.equal(call(m, x), call(m, x)), tr("in eval mode two calls on the same input differ: no dropout in "
+                                                   "eval")
     check_golden(m, r, x, hint="built with dropout=0.5 but in eval mode, the head must give the no-dropout output: "
                                "call self.dropout (it switches off in eval), not F.dropout(..., training=True).")
 
@@ -164,8 +174,8 @@ def test_training_mode_applies_dropout(impl, ref, device, seed):
     m.train()
     first, second = call(m, x), call(m, x)
     assert not torch.equal(first, second) and not torch.equal(first, evaluated), (
-        "with dropout=0.5 in training mode the output did not change from call to call: apply self.dropout "
-        "to the attention weights."
+        tr("with dropout=0.5 in training mode the output did not change from call to call: apply self.dropout "
+           "to the attention weights.")
     )
 
 
@@ -214,17 +224,19 @@ def test_gradients_match_golden(impl, ref, device, seed):
     got = backward(m, x, grad_output=grad_output)
     for name, want in golden_grads.parameters.items():
         grad = got.parameters.get(name)
-        assert grad is not None, f"no gradient reached {name}: keep the computation in torch, without .detach()"
-        assert_close(grad, want.float(), atol=tolerance(ref32.parameters[name], want), name=f"gradient of {name}")
-    assert got.inputs and got.inputs[0] is not None, "no gradient reached x: do not detach it"
+        assert grad is not None, tr("no gradient reached {name}: keep the computation in torch, without .detach()",
+                                    name=name)
+        assert_close(grad, want.float(), atol=tolerance(ref32.parameters[name], want),
+                     name=tr("gradient of {name}", name=name))
+    assert got.inputs and got.inputs[0] is not None, tr("no gradient reached x: do not detach it")
     assert_close(got.inputs[0], golden_grads.inputs[0].float(), atol=tolerance(ref32.inputs[0], golden_grads.inputs[0]),
                  name="gradient of x")
 
 
 # --- the default dropout, and dropout's probability ----------------------------------------------
 
-DROPOUT_HINT = ("HeadAttention(n_embd, head_size, block_size, dropout=0.0): self.dropout = nn.Dropout(dropout), "
-                "with the argument, applied once to the attention weights")
+DROPOUT_HINT = N_("HeadAttention(n_embd, head_size, block_size, dropout=0.0): self.dropout = nn.Dropout(dropout), "
+                  "with the argument, applied once to the attention weights.")
 
 
 @pytest.mark.hint_after("test_matches_golden")  # its hint assumes the plain cases are right
@@ -235,7 +247,9 @@ def test_default_dropout_is_zero_in_training_mode(impl, ref, device, seed):
     r.train()
     check_golden(m, r, torch.randn(3, 8, N_EMBD, device=device),
                  name="output in training mode, built without a dropout argument",
-                 hint="the default is 0.0, so nothing is dropped even in training mode: " + DROPOUT_HINT + ".")
+                 hint="the default is 0.0, so nothing is dropped even in training mode: HeadAttention(n_embd, "
+                      "head_size, block_size, dropout=0.0): self.dropout = nn.Dropout(dropout), with the argument, "
+                      "applied once to the attention weights.")
 
 
 @pytest.mark.points(1)
@@ -244,8 +258,8 @@ def test_dropout_drops_with_the_probability_it_was_given(impl, seed, p):
     m = impl.head_attention.HeadAttention(N_EMBD, HEAD_SIZE, BLOCK_SIZE, dropout=p)
     what = f"HeadAttention({N_EMBD}, {HEAD_SIZE}, {BLOCK_SIZE}, dropout={p})"
     try:
-        expect_dropout("HeadAttention", m, p, what=what, hint=DROPOUT_HINT + ".")
+        expect_dropout("HeadAttention", m, p, what=what, hint=DROPOUT_HINT)
         expect_dropout("HeadAttention", m, p, what=what, training=False,
                        hint="call self.dropout (it switches off in eval), not F.dropout(..., training=True).")
     except SubmissionFailure as failure:
-        raise type(failure)(f"{failure} Hint: {DROPOUT_HINT}.") from None
+        raise type(failure)(str(failure) + hint_suffix(tr(DROPOUT_HINT))) from None

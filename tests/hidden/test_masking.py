@@ -14,32 +14,39 @@ import torch
 
 from grader.judge.loops import python_loops
 from grader.testing import (
+    N_,
     NotImplementedYet,
     SubmissionFailure,
     assert_close,
     count_ops,
     expect_tensor,
     golden,
+    hint_suffix,
     tolerance,
+    tr,
 )
 
 AVERAGE_SHAPES = {"B1 T1 C1": (1, 1, 1), "B2 T5 C3": (2, 5, 3), "B3 T17 C4": (3, 17, 4), "B2 T64 C6": (2, 64, 6)}
 LEADING = {"no leading dims": (), "batch": (3,), "batch and heads": (2, 3), "three leading dims": (2, 1, 3)}
 LENGTHS = [1, 2, 7, 33]
-AVERAGE_HINT = "out[:, t] is the mean of x[:, 0..t]: weights with 1/(t+1) in columns 0..t of row t, then weights @ x."
-WEIGHTS_HINT = ("mask the last two dims with a (T, T) tril keep mask, T = weight.size(-1) (it broadcasts over the "
-                "leading dims), then softmax over dim=-1.")
+AVERAGE_HINT = N_("out[:, t] is the mean of x[:, 0..t]: weights with 1/(t+1) in columns 0..t of row t, then "
+                  "weights @ x.")
+WEIGHTS_HINT = N_("mask the last two dims with a (T, T) tril keep mask, T = weight.size(-1) (it broadcasts over the "
+                  "leading dims), then softmax over dim=-1.")
+DEVICE_HINT = N_("make every new tensor where the input is, torch.ones(T, T, dtype=x.dtype, device=x.device), or build "
+                 "it from the input (torch.ones_like, x.new_ones).")
 
 
 @contextlib.contextmanager
 def hint_on_crash(hint: str):
-    """Add a hint to the message when the submission raises (its own error names only the symptom)."""
+    """Add a hint (English, marked N_ where written) to the message when the submission raises (its own error names
+    only the symptom)."""
     try:
         yield
     except NotImplementedYet:
         raise
     except SubmissionFailure as failure:
-        raise SubmissionFailure(f"{failure} Hint: {hint}") from None
+        raise SubmissionFailure(str(failure) + hint_suffix(tr(hint))) from None
 
 
 def loop_definition(x: torch.Tensor) -> torch.Tensor:
@@ -73,22 +80,34 @@ def test_causal_average_is_vectorised(impl, ref, device, seed, grading):
     at_8, at_64 = count_ops(impl.masking.causal_average, short), count_ops(impl.masking.causal_average, long)
     expected = loop_definition(long.double())
     assert_close(at_64.value, expected.float(), atol=tolerance(ref.masking.causal_average(long), expected),
-                 name="causal_average(x) at T=64", hint="get the values right first: " + AVERAGE_HINT)
+                 name=tr("causal_average(x) at T=64"),
+                 hint="get the values right first: out[:, t] is the mean of x[:, 0..t]: weights with 1/(t+1) in "
+                      "columns 0..t of row t, then weights @ x.")
     if at_64.total > at_8.total + 4:
         reference = count_ops(ref.masking.causal_average, short).total  # only now: the first count costs ~1 s
         raise AssertionError(
-            f"causal_average dispatched {at_8.total} torch operations at T=8 and {at_64.total} at T=64: its work "
-            f"grows with T, so it loops over the positions (the reference runs {reference} at any T). Hint: build "
-            "the (T, T) weight matrix once and replace the loop by one matrix product, weights @ x."
+            tr("causal_average dispatched {at_8} torch operations at T=8 and {at_64} at T=64: its work grows with T, "
+               "so it loops over the positions (the reference runs {reference} at any T).", at_8=at_8.total,
+               at_64=at_64.total, reference=reference)
+            + hint_suffix(tr("build the (T, T) weight matrix once and replace the loop by one matrix product, "
+                             "weights @ x."))
         )
     refused = python_loops(grading.submission.files, "masking", "causal_average")
     if refused:
         lines = len({(r.file, r.line) for r in refused})
-        first, more = refused[0], f" (and {lines - 1} more line{'s' if lines > 2 else ''})" if lines > 1 else ""
-        raise AssertionError(
-            f"causal_average gives the right values, but the grader, which reads the source for any Python loop, "
-            f"could not accept {first}{more}. Hint: {first.hint}."
-        )
+        first = refused[0]
+        if lines == 1:
+            refusal = tr("causal_average gives the right values, but the grader, which reads the source for any "
+                         "Python loop, could not accept {first}.", first=first)
+        elif lines == 2:
+            refusal = tr("causal_average gives the right values, but the grader, which reads the source for any "
+                         "Python loop, could not accept {first} (and 1 more line).", first=first)
+        else:
+            refusal = tr("causal_average gives the right values, but the grader, which reads the source for any "
+                         "Python loop, could not accept {first} (and {more} more lines).", first=first,
+                         more=lines - 1)
+        # The reader's hint comes in the language in use (grader.judge.loops), without its closing full stop.
+        raise AssertionError(refusal + hint_suffix(tr("{recipe}.", recipe=first.hint)))
 
 
 @pytest.mark.points(1)
@@ -105,7 +124,7 @@ def test_weight_mask_and_normalization_matches_golden(impl, ref, device, seed, l
 @pytest.mark.points(1)
 def test_weights_above_the_diagonal_are_exactly_zero_and_rows_sum_to_one(impl, device, seed):
     weight = torch.randn(2, 3, 9, 9, device=device)
-    with hint_on_crash("T = weight.size(-1); a (T, T) mask broadcasts over the leading dims."):
+    with hint_on_crash(N_("T = weight.size(-1); a (T, T) mask broadcasts over the leading dims.")):
         out = expect_tensor(impl.masking.weight_mask_and_normalization(weight), name="weight_mask_and_normalization()")
     upper = torch.ones(9, 9, dtype=torch.bool, device=device).triu(diagonal=1).expand(2, 3, 9, 9)
     assert_close(out.masked_fill(~upper, 0.0) if out.shape == upper.shape else out,
@@ -155,21 +174,22 @@ def test_causal_mask_is_zero_on_and_below_the_diagonal_and_minus_infinity_above(
     mask = expect_tensor(impl.masking.causal_mask(seq_len), name=name).cpu()
     shape = (1, 1, seq_len, seq_len)
     if tuple(mask.shape) != shape:
-        raise AssertionError(f"{name} has shape {tuple(mask.shape)}, expected {shape}: the two leading 1s broadcast "
-                             "over batch and heads.")
+        raise AssertionError(tr("{name} has shape {shape}, expected {expected}: the two leading 1s broadcast over "
+                                "batch and heads.", name=name, shape=tuple(mask.shape), expected=shape))
     if not mask.is_floating_point():
-        raise AssertionError(f"{name} has dtype {mask.dtype}, expected a float dtype: it holds -inf.")
+        raise AssertionError(tr("{name} has dtype {dtype}, expected a float dtype: it holds -inf.", name=name,
+                                dtype=mask.dtype))
     above = torch.ones(shape, dtype=torch.bool).triu(diagonal=1)
     assert_close(mask.masked_fill(above, 0.0), torch.zeros(shape, dtype=mask.dtype), atol=0.0,
-                 name=f"{name} on and below the diagonal",
+                 name=tr("{name} on and below the diagonal", name=name),
                  hint="0 where attending is allowed (column <= row): torch.triu(full of -inf, diagonal=1) keeps the "
                       "diagonal at 0.")
     leaks = above & ~(mask <= -1e9)  # -1e9 blocks as surely as -inf
     if leaks.any():
         row, col = (int(i) for i in leaks[0, 0].nonzero()[0])
-        raise AssertionError(f"{name}[0, 0, {row}, {col}] is {mask[0, 0, row, col].item():g}, expected -inf: above the "
-                             "diagonal (column > row) the future must be blocked, and adding -inf to a score is what "
-                             "blocks it.")
+        raise AssertionError(tr("{entry} is {value}, expected -inf: above the diagonal (column > row) the future "
+                                "must be blocked, and adding -inf to a score is what blocks it.",
+                                entry=f"{name}[0, 0, {row}, {col}]", value=format(mask[0, 0, row, col].item(), "g")))
 
 
 @pytest.mark.points(1)
@@ -197,22 +217,22 @@ def test_keep_mask_and_additive_mask_give_the_same_softmax(impl, device, seed, s
 @pytest.mark.parametrize(("function", "shape"), [("causal_average", [2, 5, 3]),
                                                  ("weight_mask_and_normalization", [2, 5, 5])])
 def test_works_for_inputs_on_any_device(impl, ref, device, function, shape):
-    hint = ("make every new tensor where the input is, torch.ones(T, T, dtype=x.dtype, device=x.device), or build it "
-            "from the input (torch.ones_like, x.new_ones).")
     if device.type == "cuda":  # a real device: the points are earned here, by values checked in this process
         x = torch.randn(*shape, device=device)
         expected = golden(getattr(ref.masking, function), x)
-        with hint_on_crash(hint):
+        with hint_on_crash(DEVICE_HINT):
             out = expect_tensor(getattr(impl.masking, function)(x), name=f"{function}(x)")
-        assert out.device == x.device, f"{function} returned a tensor on {out.device} for an input on {x.device}."
+        assert out.device == x.device, tr("{function} returned a tensor on {device} for an input on {input_device}.",
+                                          function=function, device=out.device, input_device=x.device)
         # Values that differ (rather than a crash) say nothing of devices: the function's own recipe is the hint.
         assert_close(out, expected.float(), atol=tolerance(getattr(ref.masking, function)(x), expected),
-                     name=f"{function}(x) on {device}",
+                     name=tr("{function}(x) on {device}", function=function, device=device),
                      hint=AVERAGE_HINT if function == "causal_average" else WEIGHTS_HINT)
         return
     why = impl.probes.on_another_device(getattr(impl.masking, function), {"shape": shape, "dtype": "float32"})
     assert isinstance(why, str) and not why, (
-        f"{function} mixes devices: with its input on another device (the grader's stand-in for a GPU, "
-        f"'meta'), torch said: {str(why).rstrip('!. ')}. Hint: {hint} (Feedback only: on a machine without a GPU "
-        "this test is worth no points; a run with --device cuda awards them.)"
+        tr("{function} mixes devices: with its input on another device (the grader's stand-in for a GPU, 'meta'), "
+           "torch said: {error}.", function=function, error=str(why).rstrip("!. "))
+        + hint_suffix(tr(DEVICE_HINT) + " " + tr("(Feedback only: on a machine without a GPU this test is worth no "
+                                                 "points; a run with --device cuda awards them.)"))
     )

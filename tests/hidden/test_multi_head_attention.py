@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from grader.testing import (
+    N_,
     SubmissionFailure,
     assert_close,
     backward,
@@ -23,9 +24,11 @@ from grader.testing import (
     explained_by_weight_dropout,
     float64,
     golden,
+    hint_suffix,
     load_parameters,
     random_keep_mask,
     tolerance,
+    tr,
     uniform_causal,
 )
 
@@ -45,15 +48,16 @@ def pair(impl, ref, device, *, is_causal=False, dropout=0.0, n_heads=N_HEADS):
     m = impl.multi_head_attention.MultiHeadAttention(impl.config.ModelArgs(**sizes), **causal)
     weights = {name: p.detach() for name, p in r.named_parameters()}
     load_parameters(m, weights, name="MultiHeadAttention",
-                    names_hint="call the layers wq, wk, wv and wo", allow=("mask",))
+                    names_hint=tr("call the layers wq, wk, wv and wo"), allow=("mask",))
     return m.to(device).eval(), r.to(device).eval()
 
 
 def attend(m, *args, hint="", **kwargs):
+    """m(*args, **kwargs), a tensor; `hint` (English, translated here) closes the message when the submission raises."""
     try:
         return expect_tensor(m(*args, **kwargs), name="MultiHeadAttention output")
     except SubmissionFailure as failure:
-        raise type(failure)(f"{failure}{' Hint: ' + hint if hint else ''}") from None
+        raise type(failure)(str(failure) + hint_suffix(tr(hint))) from None
 
 
 def check_golden(m, r, q, k, v, mask=None, *, name="output", hint=""):
@@ -77,14 +81,16 @@ def test_layers_have_the_contract_names_and_shapes(impl):
     got = {name: p["shape"] for name, p in info.parameters.items()}
     expected = {f"{name}.weight": [24, 24] for name in WEIGHTS}
     assert got == expected, (
-        f"MultiHeadAttention(dim=24, n_heads=3) has parameters {got}, expected {expected}. "
-        "Hint: wq, wk, wv, wo = nn.Linear(dim, dim, bias=False): one fused projection for all the heads."
+        tr("{module} has parameters {got}, expected {expected}.", module="MultiHeadAttention(dim=24, n_heads=3)",
+           got=got, expected=expected)
+        + hint_suffix(tr("wq, wk, wv, wo = nn.Linear(dim, dim, bias=False): one fused projection for all the heads."))
     )
     for name in ("attn_dropout", "resid_dropout"):
         assert info.is_a(name, "Dropout"), (
-            f"MultiHeadAttention.{name} should be an nn.Dropout, got {info.kind_of(name)}"
+            tr("MultiHeadAttention.{name} should be an nn.Dropout, got {kind}", name=name, kind=info.kind_of(name))
         )
-    assert (m.n_heads, m.head_dim) == (3, 8), f"n_heads, head_dim are {m.n_heads}, {m.head_dim}; expected 3, 8"
+    assert (m.n_heads, m.head_dim) == (3, 8), tr("n_heads, head_dim are {n_heads}, {head_dim}; expected 3, 8",
+                                                 n_heads=m.n_heads, head_dim=m.head_dim)
 
 
 @pytest.mark.confirmed_by("test_future_tokens_do_not_leak")
@@ -93,13 +99,16 @@ def test_causal_buffer_is_the_additive_mask_of_max_seq_len(impl):
     args = impl.config.ModelArgs(dim=DIM, n_heads=N_HEADS, max_seq_len=12)
     m = impl.multi_head_attention.MultiHeadAttention(args, is_causal=True)
     info = describe(m)
-    assert "mask" not in info.parameters, "mask is an nn.Parameter: register it with self.register_buffer('mask', ...)"
+    assert "mask" not in info.parameters, tr("mask is an nn.Parameter: register it with "
+                                             "self.register_buffer('mask', ...)")
     assert "mask" in info.buffers, (
-        f"with is_causal=True there is no buffer named mask (buffers: {sorted(info.buffers) or 'none'})"
+        tr("with is_causal=True there is no buffer named mask (buffers: {names})",
+           names=sorted(info.buffers) or tr("none"))
     )
     shape = tuple(info.buffers["mask"]["shape"])
     assert shape == (1, 1, 12, 12), (
-        f"mask has shape {shape}, expected (1, 1, max_seq_len, max_seq_len) = (1, 1, 12, 12)"
+        tr("{name} has shape {shape}, expected {expected}", name="mask", shape=shape,
+           expected="(1, 1, max_seq_len, max_seq_len) = (1, 1, 12, 12)")
     )
     mask = m.mask.double()
     allowed = torch.ones(12, 12, dtype=torch.bool).tril()
@@ -107,8 +116,8 @@ def test_causal_buffer_is_the_additive_mask_of_max_seq_len(impl):
                  name="mask on and below the diagonal", hint="use causal_mask(args.max_seq_len) from masking.py.")
     above = mask[0, 0][~allowed]
     assert bool((above <= -1e9).all()), (
-        f"mask above the diagonal should be -inf, got {above.max().item():.3g}: use causal_mask(args.max_seq_len), "
-        "an additive mask (0 = allowed, -inf = blocked)."
+        tr("mask above the diagonal should be -inf, got {value}: use causal_mask(args.max_seq_len), an additive mask "
+           "(0 = allowed, -inf = blocked).", value=format(above.max().item(), ".3g"))
     )
 
 
@@ -119,12 +128,14 @@ def test_dim_not_divisible_by_n_heads_is_refused(impl, dim, n_heads):
     try:
         impl.multi_head_attention.MultiHeadAttention(args)
     except SubmissionFailure as failure:
-        raised = "raised ValueError" in str(failure) or "raised AssertionError" in str(failure)
-        assert raised, f"expected ValueError or AssertionError for dim {dim} and n_heads {n_heads}, got: {failure}"
+        raised = failure.kind in ("ValueError", "AssertionError")  # what the submission raised, in any language
+        assert raised, tr("expected ValueError or AssertionError for dim {dim} and n_heads {n_heads}, got: {failure}",
+                          dim=dim, n_heads=n_heads, failure=failure)
     else:
         raise AssertionError(
-            f"MultiHeadAttention(ModelArgs(dim={dim}, n_heads={n_heads})) was built without complaint: {dim} features "
-            f"cannot be split into {n_heads} equal heads. Hint: raise ValueError when args.dim % args.n_heads != 0."
+            tr("{module} was built without complaint: {dim} features cannot be split into {n_heads} equal heads.",
+               module=f"MultiHeadAttention(ModelArgs(dim={dim}, n_heads={n_heads}))", dim=dim, n_heads=n_heads)
+            + hint_suffix(tr("raise ValueError when args.dim % args.n_heads != 0."))
         )
 
 
@@ -141,23 +152,26 @@ def padding(batch, keys):
     return make
 
 
-SPLIT = "split q with T_q and k, v with their own length T_k, each .view(B, T, n_heads, head_dim).transpose(1, 2)"
-CAUSAL = "add self.mask[:, :, :T_q, :T_k] to the scores (its top-left corner when T < max_seq_len)"
-KEEP = "set the scores where mask == 0 to -inf before the softmax; the mask broadcasts against (B, n_heads, T_q, T_k)"
+SPLIT = N_("split q with T_q and k, v with their own length T_k, each .view(B, T, n_heads, head_dim).transpose(1, 2).")
+CAUSAL = N_("add self.mask[:, :, :T_q, :T_k] to the scores (its top-left corner when T < max_seq_len).")
+KEEP = N_("set the scores where mask == 0 to -inf before the softmax; the mask broadcasts against (B, n_heads, T_q, "
+          "T_k).")
 CASES = {  # batch, T_q, T_k, is_causal, keep mask, hint
-    "self-attention": (2, 7, 7, False, None, "scores = xq @ xk.transpose(-2, -1) / sqrt(head_dim); " + SPLIT),
+    "self-attention": (2, 7, 7, False, None, N_("scores = xq @ xk.transpose(-2, -1) / sqrt(head_dim); split q with "
+                                                "T_q and k, v with their own length T_k, each .view(B, T, n_heads, "
+                                                "head_dim).transpose(1, 2).")),
     "causal, T < max_seq_len": (2, 7, 7, True, None, CAUSAL),
     "causal, T = max_seq_len": (2, MAX_SEQ_LEN, MAX_SEQ_LEN, True, None, CAUSAL),
     "cross-attention, 5 queries, 9 keys": (2, 5, 9, False, None, SPLIT),
     "keep mask (B, n_heads, T, T)": (
         2, 7, 7, False, lambda g, d: random_keep_mask((2, N_HEADS, 7, 7), generator=g, device=d), KEEP),
     "causal and padding mask (B, 1, 1, T)": (
-        2, 7, 7, True, padding(2, 7), "apply both masks: the causal one and then the keep mask, not one instead of "
-                                      "the other"),
+        2, 7, 7, True, padding(2, 7), N_("apply both masks: the causal one and then the keep mask, not one instead "
+                                         "of the other.")),
     "cross-attention and padding mask (B, 1, 1, T_k)": (2, 5, 9, False, padding(2, 9), KEEP),
     "cross-attention and a 0/1 float mask (T_q, T_k)": (
         2, 5, 9, False, lambda g, d: random_keep_mask((5, 9), generator=g).float().to(d), KEEP),
-    "batch of one": (1, 7, 7, True, None, "take B from q.shape; do not assume a batch of 2 or more"),
+    "batch of one": (1, 7, 7, True, None, N_("take B from q.shape; do not assume a batch of 2 or more.")),
 }
 
 
@@ -175,7 +189,7 @@ def test_matches_golden(impl, ref, device, seed, batch, T_q, T_k, is_causal, mak
     q = torch.randn(batch, T_q, DIM, device=device)
     kv = q if T_q == T_k else torch.randn(batch, T_k, DIM, device=device)
     mask = make_mask(torch.Generator().manual_seed(seed), device) if make_mask else None
-    check_golden(m, r, q, kv, kv, mask, hint=hint + ".")
+    check_golden(m, r, q, kv, kv, mask, hint=hint)
 
 
 @pytest.mark.hint_after(CAUSAL_PLAIN)
@@ -210,9 +224,9 @@ def test_head_h_uses_its_own_slices_of_the_weights(impl, ref, device, seed):
     m, r = pair(impl, ref, device)
     q, kv = torch.randn(2, 5, DIM, device=device), torch.randn(2, 9, DIM, device=device)
     want = heads_by_hand(r, q, kv, kv)
-    hint = ("head h must use rows [h*head_dim, (h+1)*head_dim) of wq, wk, wv: split with "
-            ".view(B, T, n_heads, head_dim).transpose(1, 2); a view straight to (B, n_heads, T, head_dim) mixes "
-            "tokens across heads. Merge back with .transpose(1, 2).contiguous().view(B, T, dim).")
+    hint = N_("head h must use rows [h*head_dim, (h+1)*head_dim) of wq, wk, wv: split with "
+              ".view(B, T, n_heads, head_dim).transpose(1, 2); a view straight to (B, n_heads, T, head_dim) mixes "
+              "tokens across heads. Merge back with .transpose(1, 2).contiguous().view(B, T, dim).")
     assert_heads_close(impl, ref, device, attend(m, q, kv, kv), want.float(), atol=tolerance(r(q, kv, kv), want),
                        name="output against the heads computed one at a time", hint=hint)
 
@@ -231,22 +245,24 @@ def test_causal_heads_are_head_attentions_side_by_side(impl, ref, device, seed):
                 getattr(head, layer).weight.copy_(weight[rows])
         heads.append(head(x.double()))  # (B, T, hd)
     want = torch.cat(heads, dim=-1) @ wo.T  # (B, T, dim)
-    hint = ("a causal MultiHeadAttention is n_heads HeadAttentions side by side (head h with rows "
-            "[h*head_dim, (h+1)*head_dim) of wq, wk, wv), concatenated, then wo.")
+    hint = N_("a causal MultiHeadAttention is n_heads HeadAttentions side by side (head h with rows "
+              "[h*head_dim, (h+1)*head_dim) of wq, wk, wv), concatenated, then wo.")
     assert_heads_close(impl, ref, device, attend(m, x, x, x), want.float(), atol=tolerance(r(x, x, x), want),
                        name="output against concatenated HeadAttention heads", hint=hint)
 
 
 def assert_heads_close(impl, ref, device, actual, want, *, atol, name, hint):
-    """assert_close, with the heads' layout as the hint only where the layout is what differs: with one head, where
-    there is nothing to split or merge, the module computes what the reference does."""
+    """assert_close, with the heads' layout as the hint (English, marked N_ where written) only where the layout is
+    what differs: with one head, where there is nothing to split or merge, the module computes what the reference
+    does."""
     try:
         assert_close(actual, want, atol=atol, name=name)
     except AssertionError as failure:
         if one_head_is_right(impl, ref, device):
-            raise AssertionError(f"{failure} Hint: {hint}") from None
-        raise AssertionError(f"{failure} With one head, where there is nothing to split or merge, the output differs "
-                             "too: the heads' layout is not the only cause.") from None
+            raise AssertionError(str(failure) + hint_suffix(tr(hint))) from None
+        raise AssertionError(str(failure) + " " + tr("With one head, where there is nothing to split or merge, the "
+                                                     "output differs too: the heads' layout is not the only cause.")
+                             ) from None
 
 
 def one_head_is_right(impl, ref, device):
@@ -287,8 +303,9 @@ def test_future_tokens_do_not_leak(impl, ref, device, seed):
         if bool(leak.any()):
             s = int(torch.nonzero(leak)[0])
             raise AssertionError(
-                f"output at position {s} changed when only positions {t + 1} to 9 changed: the mask lets the future "
-                "leak. Hint: add self.mask[:, :, :T_q, :T_k] to the scores before the softmax."
+                tr("output at position {s} changed when only positions {first} to {last} changed: the mask lets the "
+                   "future leak.", s=s, first=t + 1, last=9)
+                + hint_suffix(tr("add self.mask[:, :, :T_q, :T_k] to the scores before the softmax."))
             )
 
 
@@ -298,7 +315,7 @@ def test_eval_mode_is_deterministic_and_matches_golden(impl, ref, device, seed):
     m, r = pair(impl, ref, device, is_causal=True, dropout=0.5)
     x = torch.randn(2, 7, DIM, device=device)
     assert torch.equal(attend(m, x, x, x), attend(m, x, x, x)), (
-        "in eval mode two calls on the same input differ: dropout must be off in eval mode"
+        tr("in eval mode two calls on the same input differ: dropout must be off in eval mode")
     )
     check_golden(m, r, x, x, x, hint="built with dropout=0.5 but in eval mode, the module must give the no-dropout "
                                      "output: call self.attn_dropout and self.resid_dropout (they switch off in eval), "
@@ -313,8 +330,8 @@ def test_training_mode_applies_dropout(impl, ref, device, seed):
     m.train()
     first, second = attend(m, x, x, x), attend(m, x, x, x)
     assert not torch.equal(first, second) and not torch.equal(first, evaluated), (
-        "with dropout=0.5 in training mode the output did not change from call to call: apply self.attn_dropout "
-        "and self.resid_dropout."
+        tr("with dropout=0.5 in training mode the output did not change from call to call: apply self.attn_dropout "
+           "and self.resid_dropout.")
     )
 
 
@@ -352,7 +369,7 @@ def drops_the_weights_and_the_output_in_training(impl, device):
     m = impl.multi_head_attention.MultiHeadAttention(args, is_causal=True)
     weights = {f"{name}.weight": torch.eye(DIM) for name in WEIGHTS}
     weights["wq.weight"] = torch.zeros(DIM, DIM)  # all scores 0: weight 1/(t+1) on positions 0..t
-    load_parameters(m, weights, name="MultiHeadAttention", names_hint="call the layers wq, wk, wv and wo",
+    load_parameters(m, weights, name="MultiHeadAttention", names_hint=tr("call the layers wq, wk, wv and wo"),
                     allow=("mask",))
     m.to(device).train()
     x = torch.randn(96, 4, DIM, device=device)
@@ -375,17 +392,20 @@ def test_every_parameter_gets_the_golden_gradient(impl, ref, device, seed):
     got = backward(m, *leaves(torch.float32), grad_output=grad_output)
     for name, want in golden_grads.parameters.items():
         grad = got.parameters.get(name)
-        assert grad is not None, f"no gradient reached {name}: use it in forward, without .detach() or torch.no_grad()"
-        assert_close(grad, want.float(), atol=tolerance(ref32.parameters[name], want), name=f"gradient of {name}")
+        assert grad is not None, tr("no gradient reached {name}: use it in forward, without .detach() or "
+                                    "torch.no_grad()", name=name)
+        assert_close(grad, want.float(), atol=tolerance(ref32.parameters[name], want),
+                     name=tr("gradient of {name}", name=name))
     for name, grad, want, ref_grad in zip("qkv", got.inputs, golden_grads.inputs, ref32.inputs, strict=True):
-        assert grad is not None, f"no gradient reached the input {name}: do not detach it"
-        assert_close(grad, want.float(), atol=tolerance(ref_grad, want), name=f"gradient of the input {name}")
+        assert grad is not None, tr("no gradient reached the input {name}: do not detach it", name=name)
+        assert_close(grad, want.float(), atol=tolerance(ref_grad, want),
+                     name=tr("gradient of the input {name}", name=name))
 
 
 # --- defaults, and dropout's probability ---------------------------------------------------------
 
-DROPOUT_HINT = ("self.attn_dropout and self.resid_dropout = nn.Dropout(args.dropout), the first on the attention "
-                "weights, the second on the output after wo")
+DROPOUT_HINT = N_("self.attn_dropout and self.resid_dropout = nn.Dropout(args.dropout), the first on the attention "
+                  "weights, the second on the output after wo.")
 
 
 @pytest.mark.hint_after(PLAIN)
@@ -398,7 +418,8 @@ def test_defaults_in_training_mode_match_golden(impl, ref, device, seed):
     check_golden(m, r, x, x, x, name="output in training mode of MultiHeadAttention(args) (ModelArgs' dropout, "
                                      "is_causal left out)",
                  hint="is_causal defaults to False (no causal mask), and ModelArgs' dropout defaults to 0.0, so "
-                      "nothing is dropped: " + DROPOUT_HINT + ".")
+                      "nothing is dropped: self.attn_dropout and self.resid_dropout = nn.Dropout(args.dropout), the "
+                      "first on the attention weights, the second on the output after wo.")
 
 
 @pytest.mark.points(1)
@@ -419,9 +440,11 @@ def test_dropout_drops_with_the_probability_it_was_given(impl, seed, p):
         m = impl.multi_head_attention.MultiHeadAttention(args, is_causal=is_causal)
         what = f"MultiHeadAttention(ModelArgs(dropout={p}), is_causal={is_causal})"
         try:
-            expect_dropout("MultiHeadAttention", m, p, what=what, hint=DROPOUT_HINT + ", each applied once.")
+            expect_dropout("MultiHeadAttention", m, p, what=what,
+                           hint="self.attn_dropout and self.resid_dropout = nn.Dropout(args.dropout), the first on "
+                                "the attention weights, the second on the output after wo, each applied once.")
             expect_dropout("MultiHeadAttention", m, p, what=what, training=False,
                            hint="nn.Dropout does nothing in eval mode: use the modules, not F.dropout(..., "
                                 "training=True).")
         except SubmissionFailure as failure:
-            raise type(failure)(f"{failure} Hint: {DROPOUT_HINT}.") from None
+            raise type(failure)(str(failure) + hint_suffix(tr(DROPOUT_HINT))) from None

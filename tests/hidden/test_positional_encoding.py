@@ -15,29 +15,33 @@ import torch
 
 from grader.testing import (
     EPS32,
+    N_,
     NotImplementedYet,
     SubmissionFailure,
     assert_close,
     describe,
     expect_dropout,
     expect_tensor,
+    hint_suffix,
+    tr,
 )
 
 SIZES = {"d16 max_len 50": (16, 50), "d64 default max_len 5000": (64, None), "d6 max_len 7": (6, 7)}
 DEFAULT_MAX_LEN = 5000
-FORMULA_HINT = ("pe[0, p, 2i] = sin(p / 10000^(2i / d_model)) and pe[0, p, 2i+1] = cos(the same angle), "
-                "with positions p = 0 .. max_len-1.")
+FORMULA_HINT = N_("pe[0, p, 2i] = sin(p / 10000^(2i / d_model)) and pe[0, p, 2i+1] = cos(the same angle), "
+                  "with positions p = 0 .. max_len-1.")
 
 
 @contextlib.contextmanager
 def hint_on_crash(hint: str):
-    """Add a hint to the message when the submission raises (its own error names only the symptom)."""
+    """Add a hint (English, marked N_ where written) to the message when the submission raises (its own error names
+    only the symptom)."""
     try:
         yield
     except NotImplementedYet:
         raise
     except SubmissionFailure as failure:
-        raise SubmissionFailure(f"{failure} Hint: {hint}") from None
+        raise SubmissionFailure(str(failure) + hint_suffix(tr(hint))) from None
 
 
 @functools.cache
@@ -78,14 +82,16 @@ def check_table(pe: torch.Tensor, d_model: int, max_len: int) -> None:
     if tuple(pe.shape) == (max_len, d_model):
         pe = pe.unsqueeze(0)  # a missing batch dim costs the shape tests, not this one
     if tuple(pe.shape) != (1, max_len, d_model):
-        raise AssertionError(f"{name} has shape {tuple(pe.shape)}, expected (1, {max_len}, {d_model}).")
+        raise AssertionError(tr("{name} has shape {shape}, expected {expected}.", name=name, shape=tuple(pe.shape),
+                                expected=(1, max_len, d_model)))
     expected, tol = golden_pe(d_model, max_len), per_position_tolerance(d_model, max_len)
     error = (pe.double() - expected).abs().amax(dim=-1)[0]  # (max_len,)
     off = ~(error <= tol)  # NaN counts as off
     if off.any():
         p = int(off.nonzero()[0])
         assert_close(pe[0, p], expected[0, p], atol=float(tol[p]), name=f"pe[0, {p}]", check_dtype=False,
-                     hint=f"{int(off.sum())} of {max_len} positions are off, the first is position {p}. {FORMULA_HINT}")
+                     hint=tr("{off} of {max_len} positions are off, the first is position {p}.", off=int(off.sum()),
+                             max_len=max_len, p=p) + " " + tr(FORMULA_HINT))
 
 
 @pytest.mark.confirmed_by("test_forward_adds_pe_of_the_first_T_positions")
@@ -94,22 +100,25 @@ def check_table(pe: torch.Tensor, d_model: int, max_len: int) -> None:
 def test_pe_is_a_float32_buffer_of_shape_1_max_len_d_model(impl, d_model, max_len):
     info = describe(build(impl, "cpu", d_model, max_len))
     if "pe" in info.parameters:
-        raise AssertionError("pe is an nn.Parameter, so the optimiser would train it and change the encoding. "
-                             "Hint: self.register_buffer('pe', pe) keeps it fixed, saved and moved with the module.")
+        raise AssertionError(tr("pe is an nn.Parameter, so the optimiser would train it and change the encoding.")
+                             + hint_suffix(tr("self.register_buffer('pe', pe) keeps it fixed, saved and moved with "
+                                              "the module.")))
     if "pe" not in info.buffers:
-        found = sorted(info.buffers) or "none"
-        raise AssertionError(f"PositionalEncoding has no buffer named pe (its buffers: {found})."
-                             " Hint: self.register_buffer('pe', pe); a plain attribute is neither saved in state_dict "
-                             "nor moved by .to(device).")
+        found = sorted(info.buffers) or tr("none")
+        raise AssertionError(tr("PositionalEncoding has no buffer named pe (its buffers: {found}).", found=found)
+                             + hint_suffix(tr("self.register_buffer('pe', pe); a plain attribute is neither saved in "
+                                              "state_dict nor moved by .to(device).")))
     shape, dtype = tuple(info.buffers["pe"]["shape"]), info.buffers["pe"]["dtype"]
     expected = (1, max_len or DEFAULT_MAX_LEN, d_model)
     if shape != expected:
-        hint = ("the leading 1 broadcasts over the batch: register pe.unsqueeze(0)." if shape == expected[1:] else
-                "build a (max_len, d_model) table, max_len = 5000 by default, then register pe.unsqueeze(0).")
-        raise AssertionError(f"pe has shape {shape}, expected {expected} = (1, max_len, d_model). Hint: {hint}")
+        hint = (tr("the leading 1 broadcasts over the batch: register pe.unsqueeze(0).") if shape == expected[1:] else
+                tr("build a (max_len, d_model) table, max_len = 5000 by default, then register pe.unsqueeze(0)."))
+        raise AssertionError(tr("{name} has shape {shape}, expected {expected}.", name="pe", shape=shape,
+                                expected=f"{expected} = (1, max_len, d_model)") + hint_suffix(hint))
     if dtype != "float32":
-        raise AssertionError(f"pe has dtype {dtype}, expected float32 (torch's default), so that float32 inputs stay "
-                             "float32. Hint: build the table with torch.zeros(max_len, d_model).")
+        raise AssertionError(tr("pe has dtype {dtype}, expected float32 (torch's default), so that float32 inputs stay "
+                                "float32.", dtype=dtype)
+                             + hint_suffix(tr("build the table with torch.zeros(max_len, d_model).")))
 
 
 @pytest.mark.confirmed_by("test_forward_adds_pe_of_the_first_T_positions")
@@ -117,8 +126,9 @@ def test_pe_is_a_float32_buffer_of_shape_1_max_len_d_model(impl, d_model, max_le
 def test_pe_is_not_a_trainable_parameter(impl):
     info = describe(build(impl, "cpu", 16, 50))
     if info.parameters:
-        raise AssertionError(f"PositionalEncoding has parameters {sorted(info.parameters)}, expected none: the "
-                             "encoding is fixed, so nothing in it is trained. Hint: self.register_buffer('pe', pe).")
+        raise AssertionError(tr("PositionalEncoding has parameters {names}, expected none: the encoding is fixed, so "
+                                "nothing in it is trained.", names=sorted(info.parameters))
+                             + hint_suffix(tr("self.register_buffer('pe', pe).")))
 
 
 @pytest.mark.points(2)
@@ -133,8 +143,9 @@ def test_pe_values_lie_between_minus_one_and_one(impl):
     pe = expect_tensor(build(impl, "cpu", 64, None).pe, name="PositionalEncoding.pe")
     largest = pe.abs().max().item() if pe.numel() else 0.0
     if not largest <= 1.0:
-        raise AssertionError(f"pe holds a value of absolute value {largest:.4g}, expected every value in [-1, 1]. "
-                             "Hint: every entry is a sin or a cos of an angle, so it lies in [-1, 1].")
+        raise AssertionError(tr("pe holds a value of absolute value {largest}, expected every value in [-1, 1].",
+                                largest=format(largest, ".4g"))
+                             + hint_suffix(tr("every entry is a sin or a cos of an angle, so it lies in [-1, 1].")))
 
 
 FORWARD = {
@@ -143,7 +154,8 @@ FORWARD = {
     "B2 T7 of 7": (2, 7, 6, 7, torch.float32),
     "float64 B2 T12 of 50": (2, 12, 16, 50, torch.float64),
 }
-FORWARD_HINT = "return x + self.pe[:, :T] with T = x.size(1): the first T rows of the (1, max_len, d_model) table."
+FORWARD_HINT = N_("return x + self.pe[:, :T] with T = x.size(1): the first T rows of the (1, max_len, d_model) "
+                  "table.")
 
 
 def own_table(module, d_model: int, max_len: int) -> torch.Tensor | None:
@@ -203,13 +215,14 @@ def test_float32_input_gives_float32_output(impl, device, seed):
     if out.dtype != torch.float32:
         table = own_table(module, 16, 50)
         if table is None:
-            hint = "return x + self.pe[:, :T], with pe a float32 buffer (torch.zeros(max_len, d_model))."
+            hint = tr("return x + self.pe[:, :T], with pe a float32 buffer (torch.zeros(max_len, d_model)).")
         elif table.dtype != torch.float32:
-            hint = (f"keep pe in float32 (torch.zeros(max_len, d_model)): yours is {table.dtype}, and the sum takes "
-                    "the wider dtype of the two.")
+            hint = tr("keep pe in float32 (torch.zeros(max_len, d_model)): yours is {dtype}, and the sum takes the "
+                      "wider dtype of the two.", dtype=table.dtype)
         else:
-            hint = "pe is float32, so look for a cast on the way: return x + self.pe[:, :T], through self.dropout."
-        raise AssertionError(f"for a float32 x the output has dtype {out.dtype}, expected float32. Hint: {hint}")
+            hint = tr("pe is float32, so look for a cast on the way: return x + self.pe[:, :T], through self.dropout.")
+        raise AssertionError(tr("for a float32 x the output has dtype {dtype}, expected float32.", dtype=out.dtype)
+                             + hint_suffix(hint))
 
 
 @pytest.mark.hint_after("test_forward_adds_pe_of_the_first_T_positions")  # the same, without dropout
@@ -218,11 +231,12 @@ def test_eval_mode_is_deterministic(impl, device, seed):
     module = build(impl, device, 16, 50, dropout=0.5)
     module.eval()
     x = torch.randn(2, 20, 16, device=device)
-    hint = "nn.Dropout does nothing in eval mode: use self.dropout (an nn.Dropout), not torch.dropout(..., train=True)."
-    for call in ("first", "second"):
+    hint = N_("nn.Dropout does nothing in eval mode: use self.dropout (an nn.Dropout), not torch.dropout(..., "
+              "train=True).")
+    for name in (N_("output in eval mode, first call"), N_("output in eval mode, second call")):
         with hint_on_crash(FORWARD_HINT):
             out = module(x)
-        check_sum(out, module, x, 50, name=f"output in eval mode, {call} call", hint=hint)
+        check_sum(out, module, x, 50, name=name, hint=hint)
 
 
 @pytest.mark.hint_after("test_forward_adds_pe_of_the_first_T_positions")  # the same, without dropout
@@ -234,20 +248,23 @@ def test_dropout_in_training_mode_acts_on_the_sum(impl, device, seed):
     with hint_on_crash(FORWARD_HINT):
         out = expect_tensor(module(x), name="PositionalEncoding(16, dropout=0.5)(x)")
     if out.shape != x.shape:
-        raise AssertionError(f"the output has shape {tuple(out.shape)}, expected {tuple(x.shape)} like the input x")
+        raise AssertionError(tr("the output has shape {shape}, expected {expected} like the input x",
+                                shape=tuple(out.shape), expected=tuple(x.shape)))
     zeros = float((out == 0).double().mean())
-    hint = "return self.dropout(x + self.pe[:, :T]): dropout is the last step, applied to the sum."
     if not 0.3 < zeros < 0.7:
-        raise AssertionError(f"in training mode with dropout=0.5, {zeros:.0%} of the outputs are 0, expected about "
-                             f"half. Hint: {hint}")
+        raise AssertionError(tr("in training mode with dropout=0.5, {share} of the outputs are 0, expected about half.",
+                                share=format(zeros, ".0%"))
+                             + hint_suffix(tr("return self.dropout(x + self.pe[:, :T]): dropout is the last step, "
+                                              "applied to the sum.")))
     check_sum(out, module, x, 50, keep=out != 0, scale=2.0, name="the outputs dropout kept",
-              hint="they should be (x + pe) / (1 - p) = 2 (x + pe): " + hint)
+              hint="they should be (x + pe) / (1 - p) = 2 (x + pe): return self.dropout(x + self.pe[:, :T]): dropout "
+                   "is the last step, applied to the sum.")
 
 
 # --- the default dropout, and dropout's probability ----------------------------------------------
 
-DROPOUT_HINT = ("self.dropout = nn.Dropout(dropout) with the constructor's dropout argument (default 0.0), "
-                "applied once, to the sum")
+DROPOUT_HINT = N_("self.dropout = nn.Dropout(dropout) with the constructor's dropout argument (default 0.0), "
+                  "applied once, to the sum.")
 
 
 @pytest.mark.hint_after("test_forward_adds_pe_of_the_first_T_positions")  # the same, without dropout
@@ -260,7 +277,8 @@ def test_default_dropout_is_zero_in_training_mode(impl, device, seed):
         out = module(x)
     check_sum(out, module, x, 50, name="output in training mode of PositionalEncoding(16, max_len=50)",
               hint="built without a dropout argument the module has dropout=0.0, so even in training mode it "
-                   "returns x + pe: " + DROPOUT_HINT + ".")
+                   "returns x + pe: self.dropout = nn.Dropout(dropout) with the constructor's dropout argument "
+                   "(default 0.0), applied once, to the sum.")
 
 
 @pytest.mark.points(1)
@@ -269,6 +287,6 @@ def test_dropout_drops_with_the_probability_it_was_given(impl, seed, p):
     module = build(impl, "cpu", 16, 50, dropout=p)
     with hint_on_crash(FORWARD_HINT):
         expect_dropout("PositionalEncoding", module, p, what=f"PositionalEncoding(16, dropout={p})",
-                       hint=DROPOUT_HINT + ".")
+                       hint=DROPOUT_HINT)
         expect_dropout("PositionalEncoding", module, p, what=f"PositionalEncoding(16, dropout={p})",
                        training=False, hint="nn.Dropout does nothing in eval mode: use self.dropout.")

@@ -364,14 +364,17 @@ BRACKETED = re.compile(r"⟦[^⟦⟧]*⟧")
 THEIRS = ("⟦Your code printed (last lines):⟧", "⟦Last lines on stderr:⟧")  # what follows is the submission's own
 
 
+TEST_NAME = re.compile(r"\btest_\w+(\[[^\]]*\])?")  # a test's name and its case: names, never translated
+
+
 def untranslated_lines(text: str) -> list[str]:
     """The lines of `text` holding English prose outside every ⟦translated⟧ span (grader.lang's pseudo-language),
-    leaving out what the submission itself printed."""
+    leaving out what the submission itself printed, and test names."""
     found = []
     for marker in THEIRS:
         text = text.split(marker, 1)[0]
     for line in text.splitlines():
-        outside = line
+        outside = TEST_NAME.sub(" ", line)
         while BRACKETED.search(outside):
             outside = BRACKETED.sub(" ", outside)  # innermost first: a field's translated value sits inside a message
         if extract.needs_translation(outside):
