@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from grader.testing import (
+    N_,
     SubmissionFailure,
     assert_close,
     backward,
@@ -21,16 +22,24 @@ from grader.testing import (
     expect_tensor,
     float64,
     golden,
+    hint_suffix,
     load_parameters,
     random_keep_mask,
     tolerance,
+    tr,
 )
 
 D_MODEL, N_HEADS, D_FF, MAX_SEQ_LEN = 16, 4, 32, 12
 T_TGT, T_SRC = 8, 6
-LAYER = ("in DecoderLayer, x = self.residual1(x, lambda y: self.self_attn(y, y, y, tgt_mask)), then "
-         "x = self.residual2(x, lambda y: self.cross_attn(y, memory, memory, src_mask)), then "
-         "self.residual3(x, self.feed_forward); in Decoder, every layer in turn, then self.norm once")
+LAYER = N_("in DecoderLayer, x = self.residual1(x, lambda y: self.self_attn(y, y, y, tgt_mask)), then "
+           "x = self.residual2(x, lambda y: self.cross_attn(y, memory, memory, src_mask)), then "
+           "self.residual3(x, self.feed_forward); in Decoder, every layer in turn, then self.norm once")
+OUTPUT = N_("Decoder output")
+
+
+def layer_hint():
+    """LAYER as a hint of its own, a sentence."""
+    return tr("{recipe}.", recipe=tr(LAYER))
 
 
 def randomise_norms(module):
@@ -53,18 +62,21 @@ def pair(impl, ref, device, *, n_layers=2, dropout=0.0):
     return m.to(device).eval(), r.to(device).eval()
 
 
-def run(m, *args, hint=LAYER):
+def run(m, *args, hint=None):
+    """m(*args), a tensor; `hint` (a sentence, English or already translated; LAYER's by default) closes the message
+    of a failure."""
     try:
-        return expect_tensor(m(*args), name="Decoder output")
+        return expect_tensor(m(*args), name=OUTPUT)
     except SubmissionFailure as failure:
-        raise type(failure)(f"{failure} Hint: {hint}.") from None
+        raise type(failure)(str(failure) + hint_suffix(tr(hint) if hint else layer_hint())) from None
 
 
-def check_golden(m, r, x, memory, src_mask=None, tgt_mask=None, *, name="Decoder output", hint=LAYER):
+def check_golden(m, r, x, memory, src_mask=None, tgt_mask=None, *, name=OUTPUT, hint=None):
     want = golden(r, x, memory, src_mask, tgt_mask)
     atol = tolerance(r(x.float(), memory.float(), src_mask, tgt_mask), want)
+    hint = tr(hint) if hint else layer_hint()
     out = run(m, x, memory, src_mask, tgt_mask, hint=hint)
-    assert_close(out, want.to(x.dtype), atol=atol, name=name, hint=hint + ".")
+    assert_close(out, want.to(x.dtype), atol=atol, name=name, hint=hint)
 
 
 def padding(lengths, T, device):
@@ -80,11 +92,11 @@ def parameter_problems(got, expected):
     """'' when the names and shapes agree, else what differs, a few names of each kind."""
     missing = [name for name in expected if name not in got]
     unexpected = [name for name in got if name not in expected]
-    shapes = [f"{name} {got[name]} (expected {shape})" for name, shape in expected.items()
-              if got.get(name, shape) != shape]
-    problems = [f"no parameter {missing[:3]}" if missing else "",
-                f"unexpected parameter(s) {unexpected[:3]}" if unexpected else "",
-                f"wrong shapes: {'; '.join(shapes[:3])}" if shapes else ""]
+    shapes = [tr("{name} {shape} (expected {expected})", name=name, shape=got[name], expected=shape)
+              for name, shape in expected.items() if got.get(name, shape) != shape]
+    problems = [tr("no parameter {names}", names=missing[:3]) if missing else "",
+                tr("unexpected parameter(s) {names}", names=unexpected[:3]) if unexpected else "",
+                tr("wrong shapes: {shapes}", shapes="; ".join(shapes[:3])) if shapes else ""]
     return ", ".join(problem for problem in problems if problem)
 
 
@@ -99,9 +111,10 @@ def test_parameters_have_the_contract_names_and_shapes(impl, ref):
     expected = {name: list(p.shape) for name, p in ref.decoder.Decoder(*sizes).named_parameters()}
     problems = parameter_problems(got, expected)
     assert not problems, (
-        f"Decoder(2, d_model=24, n_heads=3, d_ff=40) has {problems}. Hint: layers = nn.ModuleList of DecoderLayer, "
-        "each with self_attn, cross_attn (MultiHeadAttention), feed_forward (FeedForward), residual1 to residual3 "
-        "(ResidualConnection); norm = nn.LayerNorm(d_model)."
+        tr("Decoder(2, d_model=24, n_heads=3, d_ff=40) has {problems}.", problems=problems)
+        + hint_suffix(tr("layers = nn.ModuleList of DecoderLayer, each with self_attn, cross_attn "
+                         "(MultiHeadAttention), feed_forward (FeedForward), residual1 to residual3 "
+                         "(ResidualConnection); norm = nn.LayerNorm(d_model)."))
     )
 
 
@@ -114,20 +127,23 @@ def test_self_attention_is_causal_and_cross_attention_is_not(impl):
     info = describe(impl.decoder.DecoderLayer(D_MODEL, N_HEADS, D_FF, 0.0, 10))
     for name in ("self_attn", "cross_attn"):
         assert info.is_a(name, "MultiHeadAttention"), (
-            f"DecoderLayer.{name} should be your MultiHeadAttention, got {info.kind_of(name)}"
+            tr("DecoderLayer.{name} should be your MultiHeadAttention, got {kind}", name=name,
+               kind=info.kind_of(name))
         )
+    causal = "MultiHeadAttention(ModelArgs(..., max_seq_len=max_seq_len), is_causal=True)."  # code: every language's
     assert "self_attn.mask" in info.buffers, (
-        "DecoderLayer.self_attn has no causal mask buffer: in training the whole target is fed in at once, and "
-        "position t must not see the tokens after it. Hint: MultiHeadAttention(ModelArgs(..., "
-        "max_seq_len=max_seq_len), is_causal=True)."
+        tr("DecoderLayer.self_attn has no causal mask buffer: in training the whole target is fed in at once, and "
+           "position t must not see the tokens after it.")
+        + hint_suffix(causal)
     )
     shape = info.buffers["self_attn.mask"]["shape"]
     assert shape == [1, 1, 10, 10], (
-        f"DecoderLayer(..., max_seq_len=10).self_attn has causal mask of shape {shape}, expected [1, 1, 10, 10]. "
-        "Hint: MultiHeadAttention(ModelArgs(..., max_seq_len=max_seq_len), is_causal=True)."
+        tr("DecoderLayer(..., max_seq_len=10).self_attn has causal mask of shape {shape}, expected [1, 1, 10, 10].",
+           shape=shape)
+        + hint_suffix(causal)
     )
     assert "cross_attn.mask" not in info.buffers, (
-        "DecoderLayer.cross_attn has a causal mask: the whole source is known, so cross-attention is not causal."
+        tr("DecoderLayer.cross_attn has a causal mask: the whole source is known, so cross-attention is not causal.")
     )
 
 
@@ -137,9 +153,10 @@ def test_layers_are_distinct_modules(impl, ref, device, seed):
     m, _ = pair(impl, ref, device, n_layers=3)
     layers = sorted({name.split(".")[1] for name in describe(m).parameters if name.startswith("layers.")})
     assert layers == ["0", "1", "2"], (
-        f"Decoder(3, ...) has parameters for layers {layers} only: the others are the same object as an earlier "
-        "layer, so all share one set of weights. Hint: [DecoderLayer(...)] * n_layers repeats one layer; build a "
-        "new one for each: nn.ModuleList(DecoderLayer(...) for _ in range(n_layers))."
+        tr("Decoder(3, ...) has parameters for layers {layers} only: the others are the same object as an earlier "
+           "layer, so all share one set of weights.", layers=layers)
+        + hint_suffix(tr("[DecoderLayer(...)] * n_layers repeats one layer; build a new one for each: "
+                         "nn.ModuleList(DecoderLayer(...) for _ in range(n_layers))."))
     )
 
 
@@ -191,7 +208,7 @@ def test_float64_in_float64_out(impl, ref, device, seed):
     x, memory = inputs(device)
     check_golden(m, r, x.double(), memory.double(), padding([6, 4], T_SRC, device),
                  hint="in float64: look for a hard-coded float32 (.float(), dtype=torch.float32) or a tensor made "
-                      "without x's dtype")
+                      "without x's dtype.")
 
 
 # --- masks and what is read ----------------------------------------------------------------------
@@ -210,11 +227,12 @@ def test_future_target_tokens_do_not_leak(impl, ref, device, seed):
         if bool(leak.any()):
             s = int(torch.nonzero(leak)[0])
             raise AssertionError(
-                f"Decoder output at position {s} changed when only target positions {t + 1} to {T_TGT - 1} changed: "
-                "in training the whole target is fed in at once, and position t must not see the tokens it is to "
-                "predict. Hint: a later target token reaches an earlier position only through attention: "
-                "self_attn must be causal (MultiHeadAttention(..., is_causal=True)), and cross_attn reads its keys "
-                "and values from memory, not the target."
+                tr("Decoder output at position {s} changed when only target positions {first} to {last} changed: "
+                   "in training the whole target is fed in at once, and position t must not see the tokens it is to "
+                   "predict.", s=s, first=t + 1, last=T_TGT - 1)
+                + hint_suffix(tr("a later target token reaches an earlier position only through attention: "
+                                 "self_attn must be causal (MultiHeadAttention(..., is_causal=True)), and cross_attn "
+                                 "reads its keys and values from memory, not the target."))
             )
 
 
@@ -224,9 +242,9 @@ def test_cross_attention_reads_keys_and_values_from_memory(impl, ref, device, se
     x, memory = inputs(device)
     moved = (run(m, x, torch.randn_like(memory)) - run(m, x, memory)).abs().amax(dim=(0, 2))
     assert bool((moved > 1e-4).all()), (
-        f"changing memory moved the Decoder output at position {int(moved.argmin())} by only "
-        f"{moved.min().item():.2g}: cross-attention should take its keys and values from memory. Hint: "
-        "self.cross_attn(y, memory, memory, src_mask), queries from the decoder's y."
+        tr("changing memory moved the Decoder output at position {t} by only {moved}: cross-attention should take "
+           "its keys and values from memory.", t=int(moved.argmin()), moved=format(moved.min().item(), ".2g"))
+        + hint_suffix(tr("self.cross_attn(y, memory, memory, src_mask), queries from the decoder's y."))
     )
     check_golden(m, r, x, memory)
 
@@ -255,12 +273,12 @@ def test_tgt_mask_is_honoured_on_top_of_the_causal_mask(impl, ref, device, seed)
     changed = x.clone()
     changed[0, 2], changed[1, 4] = torch.randn(D_MODEL, device=device), torch.randn(D_MODEL, device=device)
     before, after = run(m, x, memory, None, tgt_mask), run(m, changed, memory, None, tgt_mask)
-    hint = ("tgt_mask blocks that position as a key, so only its own output may change. Pass tgt_mask to every layer "
-            "and in every layer to self_attn, on top of its causal mask: self.self_attn(y, y, y, tgt_mask).")
+    hint = tr("tgt_mask blocks that position as a key, so only its own output may change. Pass tgt_mask to every "
+              "layer and in every layer to self_attn, on top of its causal mask: self.self_attn(y, y, y, tgt_mask).")
     assert_close(after[0, 3:], before[0, 3:], atol=1e-5, name="output of batch element 0 at positions 3 and later",
-                 hint="only target position 2 changed; " + hint)
+                 hint=tr("only target position 2 changed; {why}", why=hint))
     assert_close(after[1, 5:], before[1, 5:], atol=1e-5, name="output of batch element 1 at positions 5 and later",
-                 hint="only target position 4 changed; " + hint)
+                 hint=tr("only target position 4 changed; {why}", why=hint))
 
 
 @pytest.mark.points(1)
@@ -272,11 +290,11 @@ def test_final_norm_is_applied_after_the_last_layer(impl, ref, device, seed):
     m.load_state_dict({"norm.weight": r.norm.weight.detach(), "norm.bias": r.norm.bias.detach()}, strict=False)
     x, memory = inputs(device)
     normalised = (run(m, 3 * x + 1, memory) - 0.5) / 2.0  # undoes the final norm's weight 2 and bias 0.5
-    hint = "the last operation of Decoder.forward is self.norm (nn.LayerNorm(d_model)), after every layer"
+    hint = N_("the last operation of Decoder.forward is self.norm (nn.LayerNorm(d_model)), after every layer.")
     assert_close(normalised.mean(-1), torch.zeros(2, T_TGT, device=device), atol=1e-4,
-                 name="mean over d_model of (output - norm.bias) / norm.weight", hint=hint + ".")
+                 name="mean over d_model of (output - norm.bias) / norm.weight", hint=hint)
     assert_close(normalised.var(-1, unbiased=False), torch.ones(2, T_TGT, device=device), atol=1e-3,
-                 name="variance over d_model of (output - norm.bias) / norm.weight", hint=hint + ".")
+                 name="variance over d_model of (output - norm.bias) / norm.weight", hint=hint)
 
 
 # --- gradients and dropout -------------------------------------------------------------------------
@@ -298,25 +316,26 @@ def test_every_parameter_and_the_memory_get_the_golden_gradient(impl, ref, devic
     try:
         got = backward(m, *leaves(torch.float32), grad_output=grad_output)
     except SubmissionFailure as failure:
-        raise type(failure)(f"{failure} Hint: {LAYER}.") from None
+        raise type(failure)(str(failure) + hint_suffix(layer_hint())) from None
     absent = [name for name in golden_grads.parameters if name not in got.parameters]
     assert not absent, (
-        f"Decoder has no parameter {absent[:3]} to take a gradient: every layer needs its own weights, "
-        "a new layer object for each."
+        tr("Decoder has no parameter {names} to take a gradient: every layer needs its own weights, "
+           "a new layer object for each.", names=absent[:3])
     )
     unused = [name for name in golden_grads.parameters if got.parameters[name] is None]
     assert not unused, (
-        f"no gradient reached {unused[:3]}: that part of the module is never used in forward. Hint: " + LAYER + "; "
-        "each residual connection wraps its own sublayer."
+        tr("no gradient reached {names}: that part of the module is never used in forward.", names=unused[:3])
+        + hint_suffix(tr("{recipe}; each residual connection wraps its own sublayer.", recipe=tr(LAYER)))
     )
     for name, want in golden_grads.parameters.items():
         assert_close(got.parameters[name], want.float(), atol=tolerance(ref32.parameters[name], want),
-                     name=f"gradient of {name}", hint="the gradients follow the forward pass: " + LAYER + ".")
+                     name=tr("gradient of {name}", name=name),
+                     hint=tr("the gradients follow the forward pass: {recipe}.", recipe=tr(LAYER)))
     for i, what in enumerate(("x", "memory")):
         grad = got.inputs[i] if len(got.inputs) > i else None
-        assert grad is not None, f"no gradient reached the input {what}: do not detach it"
+        assert grad is not None, tr("no gradient reached the input {name}: do not detach it", name=what)
         assert_close(grad, golden_grads.inputs[i].float(), atol=tolerance(ref32.inputs[i], golden_grads.inputs[i]),
-                     name=f"gradient of the input {what}")
+                     name=tr("gradient of the input {name}", name=what))
 
 
 @pytest.mark.hint_after("test_matches_golden")  # its hint assumes the plain cases are right
@@ -326,24 +345,24 @@ def test_dropout_only_in_training_mode(impl, ref, device, seed):
     x, memory = inputs(device)
     check_golden(m, r, x, memory, name="Decoder output in eval mode (dropout=0.5)",
                  hint="in eval mode every dropout is off: pass dropout on to the sublayers and let their "
-                      "nn.Dropout modules switch themselves off, no F.dropout(..., training=True)")
+                      "nn.Dropout modules switch themselves off, no F.dropout(..., training=True).")
     m.train()
     assert not torch.equal(run(m, x, memory), run(m, x, memory)), (
-        "Decoder(dropout=0.5) in training mode gave the same output twice: pass dropout on to self_attn, cross_attn, "
-        "feed_forward and the residual connections."
+        tr("Decoder(dropout=0.5) in training mode gave the same output twice: pass dropout on to self_attn, "
+           "cross_attn, feed_forward and the residual connections.")
     )
 
 
 # --- defaults, and dropout's probability in every part ---------------------------------------------
 
 MODULES = {"DecoderLayer": (D_MODEL, N_HEADS, D_FF), "Decoder": (2, D_MODEL, N_HEADS, D_FF)}
-PASS_DROPOUT = ("pass the dropout argument on to every part: both MultiHeadAttention(ModelArgs(..., "
-                "dropout=dropout, max_seq_len=max_seq_len), ...), FeedForward(d_model, d_ff, dropout), each "
-                "ResidualConnection(d_model, dropout), and to each DecoderLayer; the defaults are dropout=0.0, "
-                "max_seq_len=512")
-SIZES = ("the defaults are dropout=0.0 and max_seq_len=512, and both are handed on: each attention's causal mask "
-         "is (1, 1, max_seq_len, max_seq_len), from MultiHeadAttention(ModelArgs(dim=d_model, n_heads=n_heads, "
-         "dropout=dropout, max_seq_len=max_seq_len), ...), and each DecoderLayer gets the Decoder's max_seq_len")
+PASS_DROPOUT = N_("pass the dropout argument on to every part: both MultiHeadAttention(ModelArgs(..., "
+                  "dropout=dropout, max_seq_len=max_seq_len), ...), FeedForward(d_model, d_ff, dropout), each "
+                  "ResidualConnection(d_model, dropout), and to each DecoderLayer; the defaults are dropout=0.0, "
+                  "max_seq_len=512")
+SIZES = N_("the defaults are dropout=0.0 and max_seq_len=512, and both are handed on: each attention's causal mask "
+           "is (1, 1, max_seq_len, max_seq_len), from MultiHeadAttention(ModelArgs(dim=d_model, n_heads=n_heads, "
+           "dropout=dropout, max_seq_len=max_seq_len), ...), and each DecoderLayer gets the Decoder's max_seq_len.")
 
 
 def built(lib, module, dropout):
@@ -359,15 +378,18 @@ def test_without_dropout_training_mode_matches_golden(impl, ref, device, seed, m
     r = built(ref, module, dropout)
     randomise_norms(r)
     m = built(impl, module, dropout)
-    given = "without dropout and max_seq_len" if dropout is None else "with dropout=0.0"
-    expect_structure(m, r, what=f"{module} built {given}", hint=SIZES + ".")
-    load_parameters(m, {name: p.detach() for name, p in r.named_parameters()}, name=module,
-                    names_hint="self_attn, cross_attn, feed_forward, residual1 to residual3 (and layers.<i>, norm "
-                               "in Decoder)")
+    if dropout is None:
+        what = tr("{module} built without dropout and max_seq_len", module=module)
+        label = tr("{what} output in training mode, built without dropout and max_seq_len", what=module)
+    else:
+        what = tr("{module} built with dropout=0.0", module=module)
+        label = tr("{what} output in training mode, built with dropout=0.0", what=module)
+    expect_structure(m, r, what=what, hint=SIZES)
+    load_parameters(m, {name: p.detach() for name, p in r.named_parameters()}, name=module, names_hint=tr(NAMES))
     m, r = m.to(device).train(), r.to(device).train()
     x, memory = inputs(device)
-    check_golden(m, r, x, memory, name=f"{module} output in training mode, built {given}",
-                 hint="nothing may be dropped, even in training mode: " + PASS_DROPOUT)
+    check_golden(m, r, x, memory, name=label,
+                 hint=tr("nothing may be dropped, even in training mode: {recipe}.", recipe=tr(PASS_DROPOUT)))
 
 
 @pytest.mark.points(1)
@@ -375,17 +397,18 @@ def test_without_dropout_training_mode_matches_golden(impl, ref, device, seed, m
 def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed, module):
     m = built(impl, module, 0.3)
     what = f"{module}({', '.join(map(str, MODULES[module]))}, dropout=0.3, max_seq_len={MAX_SEQ_LEN})"
+    pass_dropout = tr("{recipe}.", recipe=tr(PASS_DROPOUT))
     try:
-        expect_dropout(module, m, 0.3, what=what, hint=PASS_DROPOUT + ".")
+        expect_dropout(module, m, 0.3, what=what, hint=pass_dropout)
         expect_dropout(module, m, 0.3, what=what, training=False,
                        hint="in eval mode every dropout is off: use nn.Dropout modules, not F.dropout(..., "
                             "training=True).")
     except SubmissionFailure as failure:
-        raise type(failure)(f"{failure} Hint: {PASS_DROPOUT}.") from None
+        raise type(failure)(str(failure) + hint_suffix(pass_dropout)) from None
 
 
 SILENCED = ("wo.weight", "w2.weight", "w2.bias")  # each sublayer's last projection
-NAMES = "self_attn, cross_attn, feed_forward, residual1 to residual3 (and layers.<i>, norm in Decoder)"
+NAMES = N_("self_attn, cross_attn, feed_forward, residual1 to residual3 (and layers.<i>, norm in Decoder)")
 
 
 def stream_inputs(x):
@@ -401,17 +424,17 @@ def test_dropout_never_touches_the_residual_stream(impl, ref, seed, module):
     r = built(ref, module, 0.5)
     weights = {name: torch.zeros_like(p) if name.endswith(SILENCED) else p.detach() for name, p in r.named_parameters()}
     m = built(impl, module, 0.5)
-    load_parameters(m, weights, name=module, names_hint=NAMES)
+    load_parameters(m, weights, name=module, names_hint=tr(NAMES))
     x = torch.randn(4, 7, D_MODEL)
     m.train()
     first, second = run(m, *stream_inputs(x)), run(m, *stream_inputs(x))
     m.eval()
     evaluated = run(m, *stream_inputs(x))
     assert torch.equal(first, second) and torch.allclose(first, evaluated, atol=1e-5), (
-        f"{module}(..., dropout=0.5) in training mode, with every sublayer silenced (wo and w2 set to zero), "
-        "still gave random outputs: something drops the residual stream itself. Dropout belongs only inside the "
-        "parts: on the attention weights, after wo, in the feed-forward, and on each sublayer's output in the "
-        "residual connection, never on x, a layer's output or the final norm's."
+        tr("{module}(..., dropout=0.5) in training mode, with every sublayer silenced (wo and w2 set to zero), "
+           "still gave random outputs: something drops the residual stream itself. Dropout belongs only inside the "
+           "parts: on the attention weights, after wo, in the feed-forward, and on each sublayer's output in the "
+           "residual connection, never on x, a layer's output or the final norm's.", module=module)
     )
 
 
@@ -428,10 +451,11 @@ def test_each_sublayer_output_is_dropped_by_its_residual_once(impl, ref, seed, l
     p = 0.3
     m = built(impl, "DecoderLayer", p)
     weights = branch_weights(dict(built(ref, "DecoderLayer", p).named_parameters()), live)
-    load_parameters(m, weights, name="DecoderLayer", names_hint=NAMES)
+    load_parameters(m, weights, name="DecoderLayer", names_hint=tr(NAMES))
     out = run(m.train(), torch.zeros(64, 8, D_MODEL), torch.ones(64, 6, D_MODEL))
     expect_branch_dropped(out, groups=1 if live == "feed_forward" else N_HEADS, p=p, chained=BRANCHES[live],
-                          what=f"DecoderLayer(..., dropout={p}) in training mode, {live}'s contribution",
+                          what=tr("DecoderLayer(..., dropout={p}) in training mode, {live}'s contribution", p=p,
+                                  live=live),
                           hint="each sublayer's output is dropped once, by its ResidualConnection: "
                                "self.residual1(x, lambda y: self.self_attn(y, y, y, tgt_mask)), self.residual2(x, "
                                "lambda y: self.cross_attn(y, memory, memory, src_mask)), self.residual3(x, "
@@ -461,8 +485,9 @@ def test_in_training_mode_it_is_its_parts_draw_for_draw(impl, seed, module):
         for i in range(MODULES[module][0]):
             composed = m.get_submodule(f"layers.{i}")(composed, memory, src_mask, tgt_mask)
         composed = m.norm(composed)
-    assert_close(whole, expect_tensor(composed, name=f"{module}'s parts composed"), atol=1e-5,
-                 name=f"{module}(..., dropout=0.3)(x, memory, src_mask) in training mode, against its parts composed "
-                      "with the same seed",
-                 hint="dropout belongs only inside the parts (MultiHeadAttention, FeedForward, ResidualConnection): "
-                      + LAYER + ", with nothing of the layer's or the decoder's own in between, memory as it comes.")
+    assert_close(whole, expect_tensor(composed, name=tr("{module}'s parts composed", module=module)), atol=1e-5,
+                 name=tr("{module}(..., dropout=0.3)(x, memory, src_mask) in training mode, against its parts "
+                         "composed with the same seed", module=module),
+                 hint=tr("dropout belongs only inside the parts (MultiHeadAttention, FeedForward, ResidualConnection): "
+                         "{recipe}, with nothing of the layer's or the decoder's own in between, memory as it comes.",
+                         recipe=tr(LAYER)))

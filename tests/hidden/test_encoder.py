@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from grader.testing import (
+    N_,
     SubmissionFailure,
     assert_close,
     backward,
@@ -20,13 +21,21 @@ from grader.testing import (
     expect_tensor,
     float64,
     golden,
+    hint_suffix,
     load_parameters,
     tolerance,
+    tr,
 )
 
 D_MODEL, N_HEADS, D_FF = 16, 4, 32
-LAYER = ("in EncoderLayer, x = self.residual1(x, lambda y: self.self_attn(y, y, y, mask)), then "
-         "self.residual2(x, self.feed_forward); in Encoder, every layer in turn with the mask, then self.norm once")
+LAYER = N_("in EncoderLayer, x = self.residual1(x, lambda y: self.self_attn(y, y, y, mask)), then "
+           "self.residual2(x, self.feed_forward); in Encoder, every layer in turn with the mask, then self.norm once")
+OUTPUT = N_("Encoder output")
+
+
+def layer_hint():
+    """LAYER as a hint of its own, a sentence."""
+    return tr("{recipe}.", recipe=tr(LAYER))
 
 
 def randomise_norms(module):
@@ -48,17 +57,20 @@ def pair(impl, ref, device, *, n_layers=2, dropout=0.0):
     return m.to(device).eval(), r.to(device).eval()
 
 
-def run(m, *args, hint=LAYER):
+def run(m, *args, hint=None):
+    """m(*args), a tensor; `hint` (a sentence, English or already translated; LAYER's by default) closes the message
+    of a failure."""
     try:
-        return expect_tensor(m(*args), name="Encoder output")
+        return expect_tensor(m(*args), name=OUTPUT)
     except SubmissionFailure as failure:
-        raise type(failure)(f"{failure} Hint: {hint}.") from None
+        raise type(failure)(str(failure) + hint_suffix(tr(hint) if hint else layer_hint())) from None
 
 
-def check_golden(m, r, x, mask=None, *, name="Encoder output", hint=LAYER):
+def check_golden(m, r, x, mask=None, *, name=OUTPUT, hint=None):
     want = golden(r, x, mask)
     atol = tolerance(r(x.float(), mask), want)
-    assert_close(run(m, x, mask, hint=hint), want.to(x.dtype), atol=atol, name=name, hint=hint + ".")
+    hint = tr(hint) if hint else layer_hint()
+    assert_close(run(m, x, mask, hint=hint), want.to(x.dtype), atol=atol, name=name, hint=hint)
 
 
 def padding(lengths, T, device):
@@ -70,11 +82,11 @@ def parameter_problems(got, expected):
     """'' when the names and shapes agree, else what differs, a few names of each kind."""
     missing = [name for name in expected if name not in got]
     unexpected = [name for name in got if name not in expected]
-    shapes = [f"{name} {got[name]} (expected {shape})" for name, shape in expected.items()
-              if got.get(name, shape) != shape]
-    problems = [f"no parameter {missing[:3]}" if missing else "",
-                f"unexpected parameter(s) {unexpected[:3]}" if unexpected else "",
-                f"wrong shapes: {'; '.join(shapes[:3])}" if shapes else ""]
+    shapes = [tr("{name} {shape} (expected {expected})", name=name, shape=got[name], expected=shape)
+              for name, shape in expected.items() if got.get(name, shape) != shape]
+    problems = [tr("no parameter {names}", names=missing[:3]) if missing else "",
+                tr("unexpected parameter(s) {names}", names=unexpected[:3]) if unexpected else "",
+                tr("wrong shapes: {shapes}", shapes="; ".join(shapes[:3])) if shapes else ""]
     return ", ".join(problem for problem in problems if problem)
 
 
@@ -89,9 +101,10 @@ def test_parameters_have_the_contract_names_and_shapes(impl, ref):
     expected = {name: list(p.shape) for name, p in ref.encoder.Encoder(*sizes).named_parameters()}
     problems = parameter_problems(got, expected)
     assert not problems, (
-        f"Encoder(2, d_model=24, n_heads=3, d_ff=40) has {problems}. Hint: layers = nn.ModuleList of EncoderLayer, "
-        "each with self_attn (MultiHeadAttention), feed_forward (FeedForward), residual1 and residual2 "
-        "(ResidualConnection); norm = nn.LayerNorm(d_model)."
+        tr("Encoder(2, d_model=24, n_heads=3, d_ff=40) has {problems}.", problems=problems)
+        + hint_suffix(tr("layers = nn.ModuleList of EncoderLayer, each with self_attn (MultiHeadAttention), "
+                         "feed_forward (FeedForward), residual1 and residual2 (ResidualConnection); "
+                         "norm = nn.LayerNorm(d_model)."))
     )
 
 
@@ -100,11 +113,12 @@ def test_parameters_have_the_contract_names_and_shapes(impl, ref):
 def test_self_attention_is_not_causal(impl):
     info = describe(impl.encoder.EncoderLayer(D_MODEL, N_HEADS, D_FF))
     assert info.is_a("self_attn", "MultiHeadAttention"), (
-        f"EncoderLayer.self_attn should be your MultiHeadAttention, got {info.kind_of('self_attn')}"
+        tr("EncoderLayer.self_attn should be your MultiHeadAttention, got {kind}", kind=info.kind_of("self_attn"))
     )
     assert "self_attn.mask" not in info.buffers, (
-        "EncoderLayer.self_attn has a causal mask buffer: the source is known entirely, so the encoder attends both "
-        "ways. Hint: MultiHeadAttention(ModelArgs(...), is_causal=False)."
+        tr("EncoderLayer.self_attn has a causal mask buffer: the source is known entirely, so the encoder attends "
+           "both ways.")
+        + hint_suffix("MultiHeadAttention(ModelArgs(...), is_causal=False).")  # code only: the same in every language
     )
 
 
@@ -115,13 +129,14 @@ def test_layers_are_distinct_modules(impl, ref, device, seed):
     info = describe(m)
     layers = sorted({name.split(".")[1] for name in info.parameters if name.startswith("layers.")})
     assert layers == ["0", "1", "2"], (
-        f"Encoder(3, ...) has parameters for layers {layers} only: the others are the same object as an earlier "
-        "layer, so all share one set of weights. Hint: [EncoderLayer(...)] * n_layers repeats one layer; build a "
-        "new one for each: nn.ModuleList(EncoderLayer(...) for _ in range(n_layers))."
+        tr("Encoder(3, ...) has parameters for layers {layers} only: the others are the same object as an earlier "
+           "layer, so all share one set of weights.", layers=layers)
+        + hint_suffix(tr("[EncoderLayer(...)] * n_layers repeats one layer; build a new one for each: "
+                         "nn.ModuleList(EncoderLayer(...) for _ in range(n_layers))."))
     )
     got = describe(m.get_submodule("layers.1")).parameters
     assert set(got) == set(dict(r.layers[1].named_parameters())), (
-        f"layers.1 has parameters {sorted(got)[:4]}...: each layer should be an EncoderLayer."
+        tr("layers.1 has parameters {names}...: each layer should be an EncoderLayer.", names=sorted(got)[:4])
     )
 
 
@@ -152,7 +167,7 @@ def test_float64_in_float64_out(impl, ref, device, seed):
     x = torch.randn(2, 7, D_MODEL, device=device, dtype=torch.float64)
     check_golden(m, r, x, padding([7, 5], 7, device),
                  hint="in float64: look for a hard-coded float32 (.float(), dtype=torch.float32) or a tensor made "
-                      "without x's dtype")
+                      "without x's dtype.")
 
 
 @pytest.mark.points(1)
@@ -163,11 +178,11 @@ def test_masked_source_tokens_change_nothing(impl, ref, device, seed):
     changed = x.clone()
     changed[1, 6:], changed[2, 4:] = torch.randn(3, D_MODEL, device=device), torch.randn(5, D_MODEL, device=device)
     before, after = run(m, x, mask), run(m, changed, mask)
-    hint = "pass the mask to every layer and in every layer to self_attn: self.self_attn(y, y, y, mask)"
+    hint = tr("pass the mask to every layer and in every layer to self_attn: self.self_attn(y, y, y, mask)")
     assert_close(after[1, :6], before[1, :6], atol=1e-5, name="output at the real tokens of batch element 1",
-                 hint="only its padding (positions 6 to 8, blocked by the mask) changed: " + hint + ".")
+                 hint=tr("only its padding (positions 6 to 8, blocked by the mask) changed: {recipe}.", recipe=hint))
     assert_close(after[2, :4], before[2, :4], atol=1e-5, name="output at the real tokens of batch element 2",
-                 hint="only its padding (positions 4 to 8) changed: " + hint + ".")
+                 hint=tr("only its padding (positions 4 to 8) changed: {recipe}.", recipe=hint))
 
 
 @pytest.mark.points(1)
@@ -179,11 +194,11 @@ def test_final_norm_is_applied_after_the_last_layer(impl, ref, device, seed):
     m.load_state_dict({"norm.weight": r.norm.weight.detach(), "norm.bias": r.norm.bias.detach()}, strict=False)
     x = 3 * torch.randn(2, 7, D_MODEL, device=device) + 1
     normalised = (run(m, x) - 0.5) / 2.0  # undoes the final norm's weight 2 and bias 0.5
-    hint = "the last operation of Encoder.forward is self.norm (nn.LayerNorm(d_model)), after every layer"
+    hint = N_("the last operation of Encoder.forward is self.norm (nn.LayerNorm(d_model)), after every layer.")
     assert_close(normalised.mean(-1), torch.zeros(2, 7, device=device), atol=1e-4,
-                 name="mean over d_model of (output - norm.bias) / norm.weight", hint=hint + ".")
+                 name="mean over d_model of (output - norm.bias) / norm.weight", hint=hint)
     assert_close(normalised.var(-1, unbiased=False), torch.ones(2, 7, device=device), atol=1e-3,
-                 name="variance over d_model of (output - norm.bias) / norm.weight", hint=hint + ".")
+                 name="variance over d_model of (output - norm.bias) / norm.weight", hint=hint)
     check_golden(m, r, x)
 
 
@@ -199,23 +214,26 @@ def test_every_parameter_gets_the_golden_gradient(impl, ref, device, seed):
     try:
         got = backward(m, x.clone().requires_grad_(True), mask, grad_output=grad_output)
     except SubmissionFailure as failure:
-        raise type(failure)(f"{failure} Hint: {LAYER}.") from None
+        raise type(failure)(str(failure) + hint_suffix(layer_hint())) from None
     absent = [name for name in golden_grads.parameters if name not in got.parameters]
     assert not absent, (
-        f"Encoder has no parameter {absent[:3]} to take a gradient: every layer needs its own weights, "
-        "a new layer object for each."
+        tr("Encoder has no parameter {names} to take a gradient: every layer needs its own weights, "
+           "a new layer object for each.", names=absent[:3])
     )
     unused = [name for name in golden_grads.parameters if got.parameters[name] is None]
     assert not unused, (
-        f"no gradient reached {unused[:3]}: that part of the module is never used in forward. Hint: " + LAYER + "; "
-        "each residual connection wraps its own sublayer."
+        tr("no gradient reached {names}: that part of the module is never used in forward.", names=unused[:3])
+        + hint_suffix(tr("{recipe}; each residual connection wraps its own sublayer.", recipe=tr(LAYER)))
     )
     for name, want in golden_grads.parameters.items():
         assert_close(got.parameters[name], want.float(), atol=tolerance(ref32.parameters[name], want),
-                     name=f"gradient of {name}", hint="the gradients follow the forward pass: " + LAYER + ".")
-    assert got.inputs and got.inputs[0] is not None, "no gradient reached the input x: do not detach it"
+                     name=tr("gradient of {name}", name=name),
+                     hint=tr("the gradients follow the forward pass: {recipe}.", recipe=tr(LAYER)))
+    assert got.inputs and got.inputs[0] is not None, (
+        tr("no gradient reached the input {name}: do not detach it", name="x")
+    )
     assert_close(got.inputs[0], golden_grads.inputs[0].float(), atol=tolerance(ref32.inputs[0], golden_grads.inputs[0]),
-                 name="gradient of the input x")
+                 name=tr("gradient of the input {name}", name="x"))
 
 
 @pytest.mark.hint_after("test_matches_golden")  # its hint assumes the plain cases are right
@@ -225,20 +243,20 @@ def test_dropout_only_in_training_mode(impl, ref, device, seed):
     x = torch.randn(2, 7, D_MODEL, device=device)
     check_golden(m, r, x, name="Encoder output in eval mode (dropout=0.5)",
                  hint="in eval mode every dropout is off: pass dropout on to the sublayers and let their "
-                      "nn.Dropout modules switch themselves off, no F.dropout(..., training=True)")
+                      "nn.Dropout modules switch themselves off, no F.dropout(..., training=True).")
     m.train()
     assert not torch.equal(run(m, x), run(m, x)), (
-        "Encoder(dropout=0.5) in training mode gave the same output twice: pass dropout on to self_attn, "
-        "feed_forward and the residual connections."
+        tr("Encoder(dropout=0.5) in training mode gave the same output twice: pass dropout on to self_attn, "
+           "feed_forward and the residual connections.")
     )
 
 
 # --- the default dropout, and dropout's probability in every part ----------------------------------
 
 MODULES = {"EncoderLayer": (D_MODEL, N_HEADS, D_FF), "Encoder": (2, D_MODEL, N_HEADS, D_FF)}
-PASS_DROPOUT = ("pass the dropout argument on to every part: MultiHeadAttention(ModelArgs(dim=d_model, "
-                "n_heads=n_heads, dropout=dropout)), FeedForward(d_model, d_ff, dropout), ResidualConnection(d_model, "
-                "dropout), and to each EncoderLayer; the default is dropout=0.0")
+PASS_DROPOUT = N_("pass the dropout argument on to every part: MultiHeadAttention(ModelArgs(dim=d_model, "
+                  "n_heads=n_heads, dropout=dropout)), FeedForward(d_model, d_ff, dropout), "
+                  "ResidualConnection(d_model, dropout), and to each EncoderLayer; the default is dropout=0.0")
 
 
 def built(lib, module, dropout):
@@ -254,12 +272,12 @@ def test_without_dropout_training_mode_matches_golden(impl, ref, device, seed, m
     r = built(ref, module, dropout)
     randomise_norms(r)
     m = built(impl, module, dropout)
-    load_parameters(m, {name: p.detach() for name, p in r.named_parameters()}, name=module,
-                    names_hint="self_attn, feed_forward, residual1, residual2 (and layers.<i>, norm in Encoder)")
+    load_parameters(m, {name: p.detach() for name, p in r.named_parameters()}, name=module, names_hint=tr(NAMES))
     m, r = m.to(device).train(), r.to(device).train()
-    given = "without a dropout argument" if dropout is None else "with dropout=0.0"
-    check_golden(m, r, torch.randn(2, 7, D_MODEL, device=device), name=f"{module} output in training mode, "
-                 f"built {given}", hint="nothing may be dropped, even in training mode: " + PASS_DROPOUT)
+    label = (tr("{what} output in training mode, built without a dropout argument", what=module) if dropout is None
+             else tr("{what} output in training mode, built with dropout=0.0", what=module))
+    check_golden(m, r, torch.randn(2, 7, D_MODEL, device=device), name=label,
+                 hint=tr("nothing may be dropped, even in training mode: {recipe}.", recipe=tr(PASS_DROPOUT)))
 
 
 @pytest.mark.points(1)
@@ -267,17 +285,18 @@ def test_without_dropout_training_mode_matches_golden(impl, ref, device, seed, m
 def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed, module):
     m = built(impl, module, 0.3)
     what = f"{module}({', '.join(map(str, MODULES[module]))}, dropout=0.3)"
+    pass_dropout = tr("{recipe}.", recipe=tr(PASS_DROPOUT))
     try:
-        expect_dropout(module, m, 0.3, what=what, hint=PASS_DROPOUT + ".")
+        expect_dropout(module, m, 0.3, what=what, hint=pass_dropout)
         expect_dropout(module, m, 0.3, what=what, training=False,
                        hint="in eval mode every dropout is off: use nn.Dropout modules, not F.dropout(..., "
                             "training=True).")
     except SubmissionFailure as failure:
-        raise type(failure)(f"{failure} Hint: {PASS_DROPOUT}.") from None
+        raise type(failure)(str(failure) + hint_suffix(pass_dropout)) from None
 
 
 SILENCED = ("wo.weight", "w2.weight", "w2.bias")  # each sublayer's last projection
-NAMES = "self_attn, feed_forward, residual1, residual2 (and layers.<i>, norm in Encoder)"
+NAMES = N_("self_attn, feed_forward, residual1, residual2 (and layers.<i>, norm in Encoder)")
 
 
 def stream_inputs(x):
@@ -293,17 +312,17 @@ def test_dropout_never_touches_the_residual_stream(impl, ref, seed, module):
     r = built(ref, module, 0.5)
     weights = {name: torch.zeros_like(p) if name.endswith(SILENCED) else p.detach() for name, p in r.named_parameters()}
     m = built(impl, module, 0.5)
-    load_parameters(m, weights, name=module, names_hint=NAMES)
+    load_parameters(m, weights, name=module, names_hint=tr(NAMES))
     x = torch.randn(4, 7, D_MODEL)
     m.train()
     first, second = run(m, *stream_inputs(x)), run(m, *stream_inputs(x))
     m.eval()
     evaluated = run(m, *stream_inputs(x))
     assert torch.equal(first, second) and torch.allclose(first, evaluated, atol=1e-5), (
-        f"{module}(..., dropout=0.5) in training mode, with every sublayer silenced (wo and w2 set to zero), "
-        "still gave random outputs: something drops the residual stream itself. Dropout belongs only inside the "
-        "parts: on the attention weights, after wo, in the feed-forward, and on each sublayer's output in the "
-        "residual connection, never on x, a layer's output or the final norm's."
+        tr("{module}(..., dropout=0.5) in training mode, with every sublayer silenced (wo and w2 set to zero), "
+           "still gave random outputs: something drops the residual stream itself. Dropout belongs only inside the "
+           "parts: on the attention weights, after wo, in the feed-forward, and on each sublayer's output in the "
+           "residual connection, never on x, a layer's output or the final norm's.", module=module)
     )
 
 
@@ -319,10 +338,11 @@ def test_each_sublayer_output_is_dropped_by_its_residual_once(impl, ref, seed, l
     p = 0.3
     m = built(impl, "EncoderLayer", p)
     weights = branch_weights(dict(built(ref, "EncoderLayer", p).named_parameters()), live)
-    load_parameters(m, weights, name="EncoderLayer", names_hint=NAMES)
+    load_parameters(m, weights, name="EncoderLayer", names_hint=tr(NAMES))
     out = run(m.train(), torch.zeros(64, 8, D_MODEL))
     expect_branch_dropped(out, groups=N_HEADS if live == "self_attn" else 1, p=p, chained=BRANCHES[live],
-                          what=f"EncoderLayer(..., dropout={p}) in training mode, {live}'s contribution",
+                          what=tr("EncoderLayer(..., dropout={p}) in training mode, {live}'s contribution", p=p,
+                                  live=live),
                           hint="each sublayer's output is dropped once, by its ResidualConnection: "
                                "self.residual1(x, lambda y: self.self_attn(y, y, y, mask)), then "
                                "self.residual2(x, self.feed_forward), with no dropout of the layer's own.")
@@ -348,8 +368,8 @@ def test_in_training_mode_it_is_its_parts_draw_for_draw(impl, seed, module):
         for i in range(MODULES[module][0]):
             composed = m.get_submodule(f"layers.{i}")(composed, mask)
         composed = m.norm(composed)
-    assert_close(whole, expect_tensor(composed, name=f"{module}'s parts composed"), atol=1e-5,
-                 name=f"{module}(..., dropout=0.3)(x, mask) in training mode, against its parts composed with the "
-                      "same seed",
-                 hint="dropout belongs only inside the parts (MultiHeadAttention, FeedForward, ResidualConnection): "
-                      + LAYER + ", with nothing of the layer's or the encoder's own in between.")
+    assert_close(whole, expect_tensor(composed, name=tr("{module}'s parts composed", module=module)), atol=1e-5,
+                 name=tr("{module}(..., dropout=0.3)(x, mask) in training mode, against its parts composed with the "
+                         "same seed", module=module),
+                 hint=tr("dropout belongs only inside the parts (MultiHeadAttention, FeedForward, ResidualConnection): "
+                         "{recipe}, with nothing of the layer's or the encoder's own in between.", recipe=tr(LAYER)))

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from grader.testing import (
+    N_,
     SubmissionFailure,
     assert_close,
     backward,
@@ -20,18 +21,20 @@ from grader.testing import (
     expect_dropout,
     expect_tensor,
     golden,
+    hint_suffix,
     load_parameters,
     tolerance,
+    tr,
 )
 
 D_MODEL, D_FF = 16, 32
-PRE_NORM = "return x + self.dropout(sublayer(self.norm(x))): normalise, apply the sublayer, drop, add x"
-FEED_FORWARD = "forward(x) = self.w2(self.dropout(torch.relu(self.w1(x))))"
+PRE_NORM = N_("return x + self.dropout(sublayer(self.norm(x))): normalise, apply the sublayer, drop, add x.")
+FEED_FORWARD = "forward(x) = self.w2(self.dropout(torch.relu(self.w1(x))))"  # code: the same in every language
 
 
 def load_reference(m, r, what):
     weights = {name: p.detach() for name, p in r.named_parameters()}
-    load_parameters(m, weights, name=what, names_hint="use the attribute names of the docstring")
+    load_parameters(m, weights, name=what, names_hint=tr("use the attribute names of the docstring"))
 
 
 def feed_forward_pair(impl, ref, device, *, dropout=0.0):
@@ -60,19 +63,22 @@ def linear_pair(impl, device):
 
 
 def run(module, *args, what, hint=""):
+    """module(*args), a tensor; `hint` (English, or already translated) closes the message of a failure."""
     try:
-        return expect_tensor(module(*args), name=f"{what} output")
+        return expect_tensor(module(*args), name=tr("{what} output", what=what))
     except SubmissionFailure as failure:
-        raise type(failure)(f"{failure}{' Hint: ' + hint if hint else ''}") from None
+        raise type(failure)(str(failure) + hint_suffix(tr(hint))) from None
 
 
-def check_golden(m, r, x, *sublayer, what, name="output", hint=""):
-    """m(x, *sublayer) against the float64 golden of r(x, *sublayer) (a local sublayer is copied to float64)."""
+def check_golden(m, r, x, *sublayer, what, name=None, hint=""):
+    """m(x, *sublayer) against the float64 golden of r(x, *sublayer) (a local sublayer is copied to float64).
+
+    `name` is the whole name of the output, translated ("{what} output" when not given)."""
     doubled = [copy.deepcopy(s).double() if isinstance(s, torch.nn.Module) else s for s in sublayer[1:]]
     want = golden(r, x, *doubled)
     atol = tolerance(r(x.float(), *sublayer[1:]), want)
     out = run(m, x, *sublayer[:1], what=what, hint=hint)
-    assert_close(out, want.to(x.dtype), atol=atol, name=f"{what} {name}", hint=hint)
+    assert_close(out, want.to(x.dtype), atol=atol, name=name or tr("{what} output", what=what), hint=hint)
 
 
 # --- FeedForward ---------------------------------------------------------------------------------
@@ -85,15 +91,16 @@ def test_feed_forward_has_the_contract_layers(impl):
     got = {name: p["shape"] for name, p in info.parameters.items()}
     expected = {"w1.weight": [40, 24], "w1.bias": [40], "w2.weight": [24, 40], "w2.bias": [24]}
     assert got == expected, (
-        f"FeedForward(24, 40) has parameters {got}, expected {expected}. "
-        "Hint: w1 = nn.Linear(d_model, d_ff), w2 = nn.Linear(d_ff, d_model), both with bias."
+        tr("{module} has parameters {got}, expected {expected}.", module="FeedForward(24, 40)", got=got,
+           expected=expected)
+        + hint_suffix(tr("w1 = nn.Linear(d_model, d_ff), w2 = nn.Linear(d_ff, d_model), both with bias."))
     )
     for name in ("w1", "w2"):
         assert info.is_a(name, "Linear"), (
-            f"FeedForward.{name} should be an nn.Linear, got {info.kind_of(name)}"
+            tr("FeedForward.{name} should be an nn.Linear, got {kind}", name=name, kind=info.kind_of(name))
         )
     assert info.is_a("dropout", "Dropout"), (
-        f"FeedForward.dropout should be an nn.Dropout, got {info.kind_of('dropout')}"
+        tr("FeedForward.dropout should be an nn.Dropout, got {kind}", kind=info.kind_of("dropout"))
     )
 
 
@@ -114,7 +121,8 @@ def modules_after_their_plain_case():
 def test_feed_forward_matches_golden(impl, ref, device, seed, shape):
     m, r = feed_forward_pair(impl, ref, device)
     x = torch.randn(*shape, device=device)
-    check_golden(m, r, x, what="FeedForward", hint=FEED_FORWARD + ": the relu sits between w1 and w2.")
+    check_golden(m, r, x, what="FeedForward",
+                 hint=tr("{recipe}: the relu sits between w1 and w2.", recipe=FEED_FORWARD))
 
 
 @pytest.mark.hint_after(FEED_FORWARD_PLAIN)  # the same, with a fixed dropout
@@ -127,9 +135,10 @@ def test_feed_forward_dropout_acts_between_relu_and_w2(impl, ref, device, seed):
     dropped.add_module("dropout", ref.probes.FixedMask(fixed))
     x = torch.randn(2, 7, D_MODEL, device=device)
     try:
-        check_golden(m, dropped, x, what="FeedForward", name="output with a fixed dropout",
-                     hint="the grader replaced dropout by a fixed (B, T, d_ff) mask: apply self.dropout to the hidden "
-                          "activations, after the relu and before w2: " + FEED_FORWARD + ".")
+        check_golden(m, dropped, x, what="FeedForward",
+                     name=tr("{what} output with a fixed dropout", what="FeedForward"),
+                     hint=tr("the grader replaced dropout by a fixed (B, T, d_ff) mask: apply self.dropout to the "
+                             "hidden activations, after the relu and before w2: {recipe}.", recipe=FEED_FORWARD))
     except AssertionError as fixed:
         if not drops_as_measured("FeedForward", lambda p: impl.sublayers.FeedForward(D_MODEL, D_FF, p)):
             raise fixed
@@ -157,11 +166,14 @@ def test_residual_connection_has_the_contract_norm(impl):
     got = {name: p["shape"] for name, p in info.parameters.items()}
     expected = {"norm.weight": [24], "norm.bias": [24]}
     assert got == expected, (
-        f"ResidualConnection(24) has parameters {got}, expected {expected}. Hint: self.norm = nn.LayerNorm(d_model)."
+        tr("{module} has parameters {got}, expected {expected}.", module="ResidualConnection(24)", got=got,
+           expected=expected)
+        + hint_suffix("self.norm = nn.LayerNorm(d_model).")  # code only: the same in every language
     )
     for name, kind in (("norm", ".LayerNorm"), ("dropout", ".Dropout")):
         assert info.is_a(name, kind.lstrip(".")), (
-            f"ResidualConnection.{name} should be an nn{kind}, got {info.kind_of(name)}"
+            tr("ResidualConnection.{name} should be an nn{kind}, got {got}", name=name, kind=kind,
+               got=info.kind_of(name))
         )
 
 
@@ -174,12 +186,13 @@ def test_residual_is_pre_norm_not_post_norm(impl, ref, device, seed):
         post = r.norm(x + 2 * x)
     if torch.allclose(out, post, atol=1e-4):
         raise AssertionError(
-            "ResidualConnection returned norm(x + sublayer(x)): that is post-norm, the original paper's order. The kit "
-            "is pre-norm: the sublayer gets norm(x) and x itself is added back, so the identity path never passes "
-            "through a LayerNorm. Hint: " + PRE_NORM + "."
+            tr("ResidualConnection returned norm(x + sublayer(x)): that is post-norm, the original paper's order. The "
+               "kit is pre-norm: the sublayer gets norm(x) and x itself is added back, so the identity path never "
+               "passes through a LayerNorm.")
+            + hint_suffix(tr(PRE_NORM))
         )
     check_golden(m, r, x, impl.probes.Scale(2.0), ref.probes.Scale(2.0), what="ResidualConnection",
-                 name="output with sublayer y -> 2 y", hint=PRE_NORM + ".")
+                 name=tr("{what} output with sublayer y -> 2 y", what="ResidualConnection"), hint=PRE_NORM)
 
 
 @pytest.mark.points(1)
@@ -188,14 +201,14 @@ def test_residual_path_carries_x_and_its_gradient_unchanged(impl, ref, device, s
     x = torch.randn(2, 7, D_MODEL, device=device)
     out = run(m, x, impl.probes.Scale(0.0), what="ResidualConnection")
     assert_close(out, x, atol=0.0, name="ResidualConnection output with a sublayer that returns 0",
-                 hint="with nothing from the sublayer only the residual path is left, and it is x itself: " +
-                      PRE_NORM + ".")
+                 hint=tr("with nothing from the sublayer only the residual path is left, and it is x itself: "
+                         "{pre_norm}", pre_norm=tr(PRE_NORM)))
     grad_output = torch.randn(2, 7, D_MODEL, device=device)
     try:
         got = backward(m, x.clone().requires_grad_(True), impl.probes.Scale(0.0), grad_output=grad_output)
     except SubmissionFailure as failure:
-        raise type(failure)(f"{failure} Hint: {PRE_NORM}.") from None
-    assert got.inputs and got.inputs[0] is not None, "no gradient reached x: do not detach it"
+        raise type(failure)(str(failure) + hint_suffix(tr(PRE_NORM))) from None
+    assert got.inputs and got.inputs[0] is not None, tr("no gradient reached x: do not detach it")
     assert_close(got.inputs[0], grad_output, atol=0.0, name="gradient of x with a sublayer that returns 0",
                  hint="the gradient flows back through the identity path untouched; that is why residuals let deep "
                       "stacks train.")
@@ -214,9 +227,10 @@ def test_any_callable_works_as_the_sublayer(impl, ref, device, seed, kind):
     m, r = residual_pair(impl, ref, device)
     remote, local = linear_pair(impl, device) if kind == "linear" else (impl.torch.tanh, torch.tanh)
     x = torch.randn(2, 7, D_MODEL, device=device)
-    check_golden(m, r, x, remote, local, what="ResidualConnection", name=f"output with sublayer {kind}",
-                 hint="sublayer may be any callable, a module or a function: call it as sublayer(...), never "
-                      "sublayer.forward(...). " + PRE_NORM + ".")
+    check_golden(m, r, x, remote, local, what="ResidualConnection",
+                 name=tr("{what} output with sublayer {kind}", what="ResidualConnection", kind=kind),
+                 hint=tr("sublayer may be any callable, a module or a function: call it as sublayer(...), never "
+                         "sublayer.forward(...). {pre_norm}", pre_norm=tr(PRE_NORM)))
 
 
 @pytest.mark.hint_after(RESIDUAL_PLAIN, LINEAR_SUBLAYER)  # the same, in float64
@@ -227,7 +241,8 @@ def test_residual_matches_golden_in_float64(impl, ref, device, seed):
     remote, local = linear_pair(impl, device)
     remote.to(torch.float64)
     x = torch.randn(2, 7, D_MODEL, device=device, dtype=torch.float64)
-    check_golden(m, r, x, remote, local, what="ResidualConnection", name="output in float64",
+    check_golden(m, r, x, remote, local, what="ResidualConnection",
+                 name=tr("{what} output in float64", what="ResidualConnection"),
                  hint="in float64: keep the dtype of the input, no .float() and no tensor made without x's dtype.")
 
 
@@ -242,9 +257,10 @@ def test_residual_dropout_acts_on_the_sublayer_output(impl, ref, device, seed):
     remote, local = linear_pair(impl, device)
     x = torch.randn(2, 7, D_MODEL, device=device)
     try:
-        check_golden(m, dropped, x, remote, local, what="ResidualConnection", name="output with a fixed dropout",
-                     hint="the grader replaced dropout by a fixed mask: drop the sublayer's output, after the "
-                          "sublayer, never x itself or the sublayer's input. " + PRE_NORM + ".")
+        check_golden(m, dropped, x, remote, local, what="ResidualConnection",
+                     name=tr("{what} output with a fixed dropout", what="ResidualConnection"),
+                     hint=tr("the grader replaced dropout by a fixed mask: drop the sublayer's output, after the "
+                             "sublayer, never x itself or the sublayer's input. {pre_norm}", pre_norm=tr(PRE_NORM)))
     except AssertionError as fixed:
         if not drops_as_measured("ResidualConnection", lambda p: impl.sublayers.ResidualConnection(D_MODEL, p)):
             raise fixed
@@ -260,22 +276,22 @@ def test_dropout_only_in_training_mode(impl, ref, device, seed, module):
         m, r = residual_pair(impl, ref, device, dropout=0.5)
         sublayer = (impl.probes.Scale(1.0), ref.probes.Scale(1.0))
     x = torch.randn(4, 8, D_MODEL, device=device)
-    check_golden(m, r, x, *sublayer, what=module, name="output in eval mode (dropout=0.5)",
+    check_golden(m, r, x, *sublayer, what=module, name=tr("{what} output in eval mode (dropout=0.5)", what=module),
                  hint="in eval mode the output is the one without dropout: use self.dropout, an nn.Dropout that "
                       "switches itself off in eval mode, not F.dropout(..., training=True).")
     m.train()
     first, second = run(m, x, *sublayer[:1], what=module), run(m, x, *sublayer[:1], what=module)
     assert not torch.equal(first, second), (
-        f"{module}(dropout=0.5) in training mode gave the same output twice: apply self.dropout."
+        tr("{module}(dropout=0.5) in training mode gave the same output twice: apply self.dropout.", module=module)
     )
 
 
 # --- the default dropout, and dropout's probability ----------------------------------------------
 
 DROPOUT_HINT = {
-    "FeedForward": "FeedForward(d_model, d_ff, dropout=0.0): self.dropout = nn.Dropout(dropout), with the argument",
-    "ResidualConnection": "ResidualConnection(d_model, dropout=0.0): self.dropout = nn.Dropout(dropout), with the "
-                          "argument",
+    "FeedForward": N_("FeedForward(d_model, d_ff, dropout=0.0): self.dropout = nn.Dropout(dropout), with the argument"),
+    "ResidualConnection": N_("ResidualConnection(d_model, dropout=0.0): self.dropout = nn.Dropout(dropout), with the "
+                             "argument"),
 }
 
 
@@ -291,8 +307,9 @@ def test_default_dropout_is_zero_in_training_mode(impl, ref, device, seed, modul
     load_reference(m, r, module)
     m, r = m.to(device).train(), r.to(device).train()
     check_golden(m, r, torch.randn(4, 8, D_MODEL, device=device), *sublayer, what=module,
-                 name="output in training mode, built without a dropout argument",
-                 hint="the default is 0.0, so nothing is dropped even in training mode: " + DROPOUT_HINT[module] + ".")
+                 name=tr("{what} output in training mode, built without a dropout argument", what=module),
+                 hint=tr("the default is 0.0, so nothing is dropped even in training mode: {recipe}.",
+                         recipe=tr(DROPOUT_HINT[module])))
 
 
 @pytest.mark.points(1)
@@ -302,10 +319,11 @@ def test_dropout_drops_with_the_probability_it_was_given(impl, seed, module, p):
     sizes = (D_MODEL, D_FF) if module == "FeedForward" else (D_MODEL,)
     m = getattr(impl.sublayers, module)(*sizes, p)
     what = f"{module}({', '.join(map(str, sizes))}, dropout={p})"
+    recipe = tr(DROPOUT_HINT[module])
     try:
         for training in (True, False):
             expect_dropout(module, m, p, what=what, training=training,
-                           hint=DROPOUT_HINT[module] + (", applied once." if training else
-                                                        "; nn.Dropout does nothing in eval mode."))
+                           hint=tr("{recipe}, applied once.", recipe=recipe) if training else
+                           tr("{recipe}; nn.Dropout does nothing in eval mode.", recipe=recipe))
     except SubmissionFailure as failure:
-        raise type(failure)(f"{failure} Hint: {DROPOUT_HINT[module]}.") from None
+        raise type(failure)(str(failure) + hint_suffix(tr("{recipe}.", recipe=recipe))) from None

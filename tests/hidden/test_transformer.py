@@ -14,6 +14,7 @@ import torch
 
 from grader.testing import (
     FIRST_DATA_TOKEN,
+    N_,
     SubmissionFailure,
     assert_close,
     backward,
@@ -26,9 +27,11 @@ from grader.testing import (
     float64,
     golden,
     greedy_copy,
+    hint_suffix,
     load_parameters,
     shifted,
     tolerance,
+    tr,
 )
 
 SRC_VOCAB, TGT_VOCAB, D_MODEL, N_HEADS, N_LAYERS, D_FF, MAX_SEQ_LEN = 11, 13, 32, 4, 2, 64, 24
@@ -49,8 +52,8 @@ def load(m, r):
     parameters = dict(r.named_parameters())
     weights = {name: value.detach() for name, value in state.items() if name in parameters or name in buffers}
     load_parameters(m, weights, name="Transformer",
-                    names_hint="src_embed, tgt_embed, pos, encoder, decoder, generator, and inside them the "
-                               "earlier exercises' names")
+                    names_hint=tr("src_embed, tgt_embed, pos, encoder, decoder, generator, and inside them the "
+                                  "earlier exercises' names"))
 
 
 def pair(impl, ref, device, *, dropout=0.0):
@@ -72,12 +75,13 @@ def padding(batch, length, device):
 
 
 def call(m, method, *args, hint="", **kwargs):
-    name = "Transformer output" if method == "forward" else f"{method}(...)"
+    """m.method(*args, **kwargs), a tensor; `hint` (English, or already translated) closes the message of a failure."""
+    name = N_("Transformer output") if method == "forward" else f"{method}(...)"
     try:
         fn = m if method == "forward" else getattr(m, method)
         return expect_tensor(fn(*args, **kwargs), name=name)
     except SubmissionFailure as failure:
-        raise type(failure)(f"{failure}{' Hint: ' + hint if hint else ''}") from None
+        raise type(failure)(str(failure) + hint_suffix(tr(hint))) from None
 
 
 def check_golden(m, r, method, *args, name, hint, **kwargs):
@@ -101,52 +105,57 @@ def test_parameters_and_buffers_have_the_contract_names_and_shapes(impl, ref):
     missing = sorted(set(expected) - set(shapes))
     extra = sorted(set(shapes) - set(expected))
     assert not missing and not extra, (
-        f"Transformer's parameters differ from the contract's: missing {missing[:4]}, unexpected {extra[:4]}. "
-        "Hint: src_embed, tgt_embed (nn.Embedding), pos, encoder, decoder, generator (nn.Linear(d_model, tgt_vocab))."
+        tr("Transformer's parameters differ from the contract's: missing {missing}, unexpected {extra}.",
+           missing=missing[:4], extra=extra[:4])
+        + hint_suffix(tr("src_embed, tgt_embed (nn.Embedding), pos, encoder, decoder, generator (nn.Linear(d_model, "
+                         "tgt_vocab))."))
     )
     wrong = sorted(name for name, shape in shapes.items() if shape != expected[name])
     assert not wrong, (
-        f"{wrong[0]} has shape {shapes[wrong[0]]}, expected {expected[wrong[0]]}. Hint: src_embed has src_vocab rows, "
-        "tgt_embed and generator have tgt_vocab."
+        tr("{name} has shape {shape}, expected {expected}.", name=wrong[0], shape=shapes[wrong[0]],
+           expected=expected[wrong[0]])
+        + hint_suffix(tr("src_embed has src_vocab rows, tgt_embed and generator have tgt_vocab."))
     )
     assert "pos.pe" in got.buffers, (
-        f"Transformer has no buffer pos.pe (buffers: {sorted(got.buffers)[:4]}). "
-        "Hint: one PositionalEncoding named pos, shared by both sides."
+        tr("Transformer has no buffer pos.pe (buffers: {names}).", names=sorted(got.buffers)[:4])
+        + hint_suffix(tr("one PositionalEncoding named pos, shared by both sides."))
     )
     # pos must apply the model's dropout (as a module or as F.dropout): a new model is in training mode,
     # so pos(zeros) = dropout(pe) zeroes about half the values at p=0.5 (pe itself has few exact zeros).
     x = torch.zeros(4, 16, D_MODEL)
     dropped = (expect_tensor(build(impl, dropout=0.5).pos(x), name="pos(x)") == 0).float().mean().item()
     assert 0.3 < dropped < 0.7, (
-        f"in training mode, a Transformer built with dropout=0.5 zeroed {dropped:.0%} of pos(zeros): "
-        "give PositionalEncoding the model's dropout, PositionalEncoding(d_model, max_seq_len, dropout)"
+        tr("in training mode, a Transformer built with dropout=0.5 zeroed {share} of pos(zeros): "
+           "give PositionalEncoding the model's dropout, PositionalEncoding(d_model, max_seq_len, dropout)",
+           share=format(dropped, ".0%"))
     )
 
 
 # --- agreement with the golden -----------------------------------------------------------------
 
-SCALE = "the embeddings times sqrt(d_model), then self.pos"
-FORWARD_RECIPE = "forward = generator(decode(encode(src, src_mask), tgt, src_mask, tgt_mask)): raw logits, no softmax"
+SCALE = N_("the embeddings times sqrt(d_model), then self.pos")
+FORWARD_RECIPE = N_("forward = generator(decode(encode(src, src_mask), tgt, src_mask, tgt_mask)): raw logits, no "
+                    "softmax.")
 ENCODE, DECODE, FORWARD = "test_matches_golden[encode]", "test_matches_golden[decode]", "test_matches_golden[forward]"
-CASES = {  # method, batch, source and target lengths, masks, hint, the cases the hint assumes right
-    "encode": ("encode", 2, 7, 5, "", "encode(src) = encoder(pos(src_embed(src) * sqrt(d_model)), src_mask): " + SCALE,
-               ()),
+CASES = {  # method, batch, source and target lengths, masks, hint ({scale}: SCALE), the cases the hint assumes right
+    "encode": ("encode", 2, 7, 5, "", N_("encode(src) = encoder(pos(src_embed(src) * sqrt(d_model)), src_mask): "
+                                         "{scale}."), ()),
     "encode with a source padding mask": (
-        "encode", 2, 7, 5, "src", "pass src_mask on to the encoder: encoder(x, src_mask)", (ENCODE,)),
-    "decode": ("decode", 2, 7, 5, "", "decode(memory, tgt) = decoder(pos(tgt_embed(tgt) * sqrt(d_model)), memory, "
-                                      "src_mask, tgt_mask): " + SCALE + ", the same pos as the source", ()),
+        "encode", 2, 7, 5, "src", N_("pass src_mask on to the encoder: encoder(x, src_mask)."), (ENCODE,)),
+    "decode": ("decode", 2, 7, 5, "", N_("decode(memory, tgt) = decoder(pos(tgt_embed(tgt) * sqrt(d_model)), memory, "
+                                         "src_mask, tgt_mask): {scale}, the same pos as the source."), ()),
     "decode with a source padding mask": (
-        "decode", 2, 7, 5, "src", "pass src_mask on to the decoder: its cross-attention must not read padding",
+        "decode", 2, 7, 5, "src", N_("pass src_mask on to the decoder: its cross-attention must not read padding."),
         (DECODE,)),
     "decode with a target padding mask": (
-        "decode", 2, 7, 5, "tgt", "pass tgt_mask on to the decoder, for its self-attention", (DECODE,)),
+        "decode", 2, 7, 5, "tgt", N_("pass tgt_mask on to the decoder, for its self-attention."), (DECODE,)),
     "forward": ("forward", 2, 7, 5, "", FORWARD_RECIPE, (ENCODE, DECODE)),
     "forward with both masks": (
-        "forward", 2, 7, 5, "both", "pass src_mask to encode and decode, tgt_mask to decode", (FORWARD,)),
+        "forward", 2, 7, 5, "both", N_("pass src_mask to encode and decode, tgt_mask to decode."), (FORWARD,)),
     "forward, target longer than source": (
-        "forward", 2, 4, 9, "", "T_tgt may differ from T_src: the logits follow tgt", (FORWARD,)),
+        "forward", 2, 4, 9, "", N_("T_tgt may differ from T_src: the logits follow tgt."), (FORWARD,)),
     "forward, batch of one": (
-        "forward", 1, 6, 6, "", "take B from the inputs; do not assume a batch of 2 or more", (FORWARD,)),
+        "forward", 1, 6, 6, "", N_("take B from the inputs; do not assume a batch of 2 or more."), (FORWARD,)),
 }
 
 
@@ -169,7 +178,8 @@ def test_matches_golden(impl, ref, device, seed, method, batch, T_src, T_tgt, ma
         args = (torch.randn(batch, T_src, D_MODEL, device=device), tgt)
     else:
         args = (src, tgt)
-    check_golden(m, r, method, *args, name=f"{method} output", hint=hint + ".", **kwargs)
+    check_golden(m, r, method, *args, name=tr("{what} output", what=method), hint=tr(hint, scale=tr(SCALE)),
+                 **kwargs)
 
 
 @pytest.mark.hint_after(FORWARD)  # the same, in float64
@@ -180,8 +190,9 @@ def test_float64_in_float64_out(impl, ref, device, seed):
     src, tgt = tokens(SRC_VOCAB, 2, 7, device), tokens(TGT_VOCAB, 2, 5, device)
     logits = call(m, "forward", src, tgt)
     assert logits.dtype == torch.float64, (
-        f"a Transformer converted with .double() returned logits of dtype {logits.dtype}, expected torch.float64. "
-        "Hint: look for a hard-coded float32 (.float(), torch.tensor(math.sqrt(d))) in encode or decode."
+        tr("a Transformer converted with .double() returned logits of dtype {dtype}, expected torch.float64.",
+           dtype=logits.dtype)
+        + hint_suffix(tr("look for a hard-coded float32 (.float(), torch.tensor(math.sqrt(d))) in encode or decode."))
     )
     # Float32 steps inside a float64 model are allowed (the course notes take the softmax in float32):
     # the logits must be as close as the float32 reference gets, and of dtype float64.
@@ -196,7 +207,7 @@ def test_eval_mode_switches_dropout_off(impl, ref, device, seed):
     m, r = pair(impl, ref, device, dropout=0.5)
     src, tgt = tokens(SRC_VOCAB, 2, 7, device), tokens(TGT_VOCAB, 2, 5, device)
     first, second = call(m, "forward", src, tgt), call(m, "forward", src, tgt)
-    assert torch.equal(first, second), "in eval mode two calls on the same input differ: dropout must be off"
+    assert torch.equal(first, second), tr("in eval mode two calls on the same input differ: dropout must be off")
     check_golden(m, r, "forward", src, tgt, name="logits in eval mode, built with dropout=0.5",
                  hint="use modules (self.pos, the encoder's and decoder's dropouts) that switch off in eval mode, "
                       "not F.dropout(..., training=True).")
@@ -208,13 +219,15 @@ def test_embeddings_are_scaled_by_sqrt_d_model(impl, ref, device, seed):
     src = tokens(SRC_VOCAB, 2, 7, device)
     want = golden(r.encode, src)
     got = call(m, "encode", src)
-    hint = ("encode and decode multiply the embeddings by math.sqrt(d_model) BEFORE adding the positions: with "
-            "embeddings of std 1/sqrt(d_model) both then have size about 1 and neither drowns the other.")
+    hint = tr("encode and decode multiply the embeddings by math.sqrt(d_model) BEFORE adding the positions: with "
+              "embeddings of std 1/sqrt(d_model) both then have size about 1 and neither drowns the other.")
+    mistakes = ((1.0, N_("your embeddings are not scaled at all. {hint}")),
+                (float(D_MODEL), N_("your embeddings are scaled by d_model, not sqrt(d_model). {hint}")))
     with torch.no_grad(), float64(r):
-        for scale, mistake in ((1.0, "not scaled at all"), (float(D_MODEL), "scaled by d_model, not sqrt(d_model)")):
+        for scale, mistake in mistakes:
             x = r.pos(r.src_embed(src) * scale)
             if torch.allclose(got.double(), r.encoder(x), atol=1e-4):
-                hint = f"your embeddings are {mistake}. " + hint
+                hint = tr(mistake, hint=hint)
     assert_close(got, want.float(), atol=tolerance(r.encode(src), want), name="encode(src)", hint=hint)
 
 
@@ -230,9 +243,10 @@ def test_future_target_tokens_do_not_change_earlier_logits(impl, ref, device, se
     if bool(leak.any()):
         t = int(torch.nonzero(leak)[0])
         raise AssertionError(
-            f"the logits at target position {t} changed when only target tokens 5 to 7 changed: the future leaks, so "
-            "a model trained with teacher forcing would copy the answer instead of predicting it. Hint: the "
-            "decoder's self-attention must be causal; do not hand it the source or a mask that undoes it."
+            tr("the logits at target position {t} changed when only target tokens 5 to 7 changed: the future leaks, "
+               "so a model trained with teacher forcing would copy the answer instead of predicting it.", t=t)
+            + hint_suffix(tr("the decoder's self-attention must be causal; do not hand it the source or a mask that "
+                             "undoes it."))
         )
 
 
@@ -248,8 +262,10 @@ def test_every_parameter_gets_the_golden_gradient(impl, ref, device, seed):
     got = backward(m, src, tgt, grad_output=grad_output)
     for name, want in golden_grads.parameters.items():
         grad = got.parameters.get(name)
-        assert grad is not None, f"no gradient reached {name}: use it in forward, without .detach() or torch.no_grad()"
-        assert_close(grad, want.float(), atol=tolerance(ref32.parameters[name], want), name=f"gradient of {name}",
+        assert grad is not None, tr("no gradient reached {name}: use it in forward, without .detach() or "
+                                    "torch.no_grad()", name=name)
+        assert_close(grad, want.float(), atol=tolerance(ref32.parameters[name], want),
+                     name=tr("gradient of {name}", name=name),
                      hint="the logits are right, so look for a .detach(), torch.no_grad() or an in-place edit "
                           "of a parameter in forward.")
 
@@ -261,12 +277,14 @@ def greedy(impl, m, src, max_len, start):
     ys = expect_tensor(impl.transformer.greedy_decode(m, src, max_len, start), name="greedy_decode(...)")
     B = src.size(0)
     assert tuple(ys.shape) == (B, max_len), (
-        f"greedy_decode(model, src of shape {tuple(src.shape)}, max_len={max_len}, start_symbol={start}) returned "
-        f"shape {tuple(ys.shape)}, expected ({B}, {max_len}): max_len tokens, the start symbol included."
+        tr("greedy_decode(model, src of shape {shape}, max_len={max_len}, start_symbol={start}) returned shape {got}, "
+           "expected ({batch}, {max_len}): max_len tokens, the start symbol included.", shape=tuple(src.shape),
+           max_len=max_len, start=start, got=tuple(ys.shape), batch=B)
     )
-    assert ys.dtype == torch.int64, f"greedy_decode returned dtype {ys.dtype}, expected torch.int64"
+    assert ys.dtype == torch.int64, tr("greedy_decode returned dtype {dtype}, expected torch.int64", dtype=ys.dtype)
     assert bool((ys[:, 0] == start).all()), (
-        f"greedy_decode's first column is {ys[:, 0].tolist()}, expected start_symbol = {start} in every row"
+        tr("greedy_decode's first column is {column}, expected start_symbol = {start} in every row",
+           column=ys[:, 0].tolist(), start=start)
     )
     return ys
 
@@ -297,10 +315,12 @@ def test_greedy_decode_agrees_with_the_reference(impl, ref, device, seed):
             if bool((gap > 1e-4).any()):
                 b = int(torch.nonzero(gap > 1e-4)[0])
                 raise AssertionError(
-                    f"greedy_decode returned row {b} = {ys[b].tolist()}, the reference decodes {want[b].tolist()}: "
-                    f"after {ys[b, :t].tolist()} the most likely token is {int(logits[b].argmax())}, not "
-                    f"{int(ys[b, t])}. Hint: encode once, then each step decode all of ys and append "
-                    "generator(out[:, -1]).argmax(dim=-1)."
+                    tr("greedy_decode returned row {b} = {row}, the reference decodes {expected}: after {prefix} the "
+                       "most likely token is {best}, not {chosen}.", b=b, row=ys[b].tolist(),
+                       expected=want[b].tolist(), prefix=ys[b, :t].tolist(), best=int(logits[b].argmax()),
+                       chosen=int(ys[b, t]))
+                    + hint_suffix(tr("encode once, then each step decode all of ys and append "
+                                     "generator(out[:, -1]).argmax(dim=-1)."))
                 )
 
 
@@ -336,14 +356,15 @@ def trained_reference(ref, m, device):
     own = r.state_dict()
     state = m.state_dict()
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise AssertionError("state_dict() of your trained Transformer did not return a dict of tensors")
+        raise AssertionError(tr("state_dict() of your trained Transformer did not return a dict of tensors"))
     for name in dict(r.named_parameters()):
         if name not in state:
-            raise AssertionError(f"your trained Transformer has no parameter {name!r}: the grader runs the weights "
-                                 "your model learned through the kit's own Transformer, by the contract's names")
+            raise AssertionError(tr("your trained Transformer has no parameter {name}: the grader runs the weights "
+                                    "your model learned through the kit's own Transformer, by the contract's names",
+                                    name=repr(name)))
         if state[name].shape != own[name].shape:
-            raise AssertionError(f"your trained Transformer's {name} has shape {tuple(state[name].shape)}, the "
-                                 f"contract's {tuple(own[name].shape)}")
+            raise AssertionError(tr("your trained Transformer's {name} has shape {shape}, the contract's {expected}",
+                                    name=name, shape=tuple(state[name].shape), expected=tuple(own[name].shape)))
     r.load_state_dict({k: v for k, v in state.items() if k in own and own[k].shape == v.shape}, strict=False)
     return r.to(device).eval()
 
@@ -365,29 +386,34 @@ def test_capstone_trained_model_copies_fresh_sequences(impl, ref, device):
     decoded = greedy_copy(m, src_on).cpu()  # the loop runs here; each step asks the worker for logits
     exact = (decoded == want).all(dim=1)
     accuracy = exact.float().mean().item()
-    task = f"(task {seed})"
+    task = tr("(task {seed})", seed=seed)
     broke = next((step for step, loss in enumerate(losses, 1) if not math.isfinite(loss)), None)
     if broke is not None and accuracy < THRESHOLD:
         raise AssertionError(
-            f"the training loss was {losses[broke - 1]} at step {broke}, so training stopped: your Transformer decodes "
-            f"{accuracy:.0%} of {N_TEST} fresh sequences right (it needs {THRESHOLD:.0%}). Hint: a NaN usually comes "
-            "from a row of scores masked entirely (softmax of all -inf; can a position see itself?) or a division by "
-            "zero."
+            tr("the training loss was {loss} at step {step}, so training stopped: your Transformer decodes {accuracy} "
+               "of {count} fresh sequences right (it needs {threshold}).", loss=losses[broke - 1], step=broke,
+               accuracy=format(accuracy, ".0%"), count=N_TEST, threshold=format(THRESHOLD, ".0%"))
+            + hint_suffix(tr("a NaN usually comes from a row of scores masked entirely (softmax of all -inf; can a "
+                             "position see itself?) or a division by zero."))
         )
     if accuracy < THRESHOLD:
         row = int(torch.nonzero(~exact)[0])
         first, last = (sum(losses[:20]) / 20, sum(losses[-20:]) / 20) if losses else (math.nan, math.nan)
         plain = math.log(COPY["vocab"] - FIRST_DATA_TOKEN)
+        # "Hints:" is part of the message, not a closing hint (hint_suffix): the Chinese keeps it so.
         raise AssertionError(
-            f"after {len(losses)} training steps your Transformer decodes {accuracy:.0%} of {N_TEST} fresh sequences "
-            f"exactly (token accuracy {(decoded == want).float().mean().item():.0%}); it needs {THRESHOLD:.0%}, the "
-            f"reference 100%. E.g. {src[row].tolist()} should give {want[row].tolist()}, got {decoded[row].tolist()} "
-            f"{task}. Training loss went from {first:.3f} to {last:.3f} (guessing: {plain:.3f}). Hints: if the loss "
-            "fell near 0 but the outputs are wrong, the decoder saw the answer in training (is its self-attention "
-            "causal? does forward give the decoder tgt, not src?); "
-            "if it stayed high, check that self.pos adds the positions on both sides, that forward returns raw "
-            "logits from generator(decode(encode(src), tgt)), and that the embedding tables start with std "
-            "d_model ** -0.5 and are multiplied by sqrt(d_model)."
+            tr("after {steps} training steps your Transformer decodes {accuracy} of {count} fresh sequences exactly "
+               "(token accuracy {tokens}); it needs {threshold}, the reference 100%. E.g. {src} should give {want}, "
+               "got {got} {task}. Training loss went from {first} to {last} (guessing: {plain}). Hints: if the loss "
+               "fell near 0 but the outputs are wrong, the decoder saw the answer in training (is its self-attention "
+               "causal? does forward give the decoder tgt, not src?); "
+               "if it stayed high, check that self.pos adds the positions on both sides, that forward returns raw "
+               "logits from generator(decode(encode(src), tgt)), and that the embedding tables start with std "
+               "d_model ** -0.5 and are multiplied by sqrt(d_model).", steps=len(losses),
+               accuracy=format(accuracy, ".0%"), count=N_TEST,
+               tokens=format((decoded == want).float().mean().item(), ".0%"), threshold=format(THRESHOLD, ".0%"),
+               src=src[row].tolist(), want=want[row].tolist(), got=decoded[row].tolist(), task=task,
+               first=format(first, ".3f"), last=format(last, ".3f"), plain=format(plain, ".3f"))
         )
     # The model that answered must be the Transformer its weights make: its teacher-forced logits are those of the
     # kit's reference holding the weights it reports, and those weights decode as well there.
@@ -403,10 +429,12 @@ def test_capstone_trained_model_copies_fresh_sequences(impl, ref, device):
     by_reference = greedy_copy(r, src_on).cpu()
     agree = (by_reference == want).all(dim=1).float().mean().item()
     assert agree >= THRESHOLD, (
-        f"your Transformer decodes {accuracy:.0%} of fresh sequences right, but the weights it reports it learned, "
-        f"run through the kit's reference Transformer by the contract's names, decode only {agree:.0%} {task}: the "
-        "model that answered is not a Transformer with those weights. Hint: encode, decode and generator must use "
-        "the module's own parameters, the ones state_dict() returns."
+        tr("your Transformer decodes {accuracy} of fresh sequences right, but the weights it reports it learned, run "
+           "through the kit's reference Transformer by the contract's names, decode only {agree} {task}: the model "
+           "that answered is not a Transformer with those weights.", accuracy=format(accuracy, ".0%"),
+           agree=format(agree, ".0%"), task=task)
+        + hint_suffix(tr("encode, decode and generator must use the module's own parameters, the ones state_dict() "
+                         "returns."))
     )
     # Judge how it learned too: teacher-forced predictions must not read the answer from later target tokens.
     peek = tgt_in.clone()
@@ -414,26 +442,28 @@ def test_capstone_trained_model_copies_fresh_sequences(impl, ref, device):
     peek[:, 3:] = (peek[:, 3:] - FIRST_DATA_TOKEN + 1) % data + FIRST_DATA_TOKEN  # other tokens after position 2
     after = call(m, "forward", src_on, peek).cpu()
     assert torch.allclose(before.cpu()[:, :3], after[:, :3], atol=1e-4), (
-        f"your trained Transformer decodes {accuracy:.0%} of fresh sequences right, but its predictions at positions "
-        "0-2 change when only the target tokens after position 2 change: in training it could read the answer from the "
-        "future. Hint: the decoder's self-attention must be causal."
+        tr("your trained Transformer decodes {accuracy} of fresh sequences right, but its predictions at positions "
+           "0-2 change when only the target tokens after position 2 change: in training it could read the answer "
+           "from the future.", accuracy=format(accuracy, ".0%"))
+        + hint_suffix(tr("the decoder's self-attention must be causal."))
     )
 
 
 # --- defaults, and dropout's probability in every part ---------------------------------------------
 
 DEFAULTS = ("Transformer(src_vocab, tgt_vocab, d_model=128, n_heads=4, n_layers=2, d_ff=512, dropout=0.1, "
-            "max_seq_len=512)")
-PASS_DROPOUT = ("pass dropout on to every part: PositionalEncoding(d_model, max_seq_len, dropout), "
-                "Encoder(n_layers, d_model, n_heads, d_ff, dropout), Decoder(n_layers, d_model, n_heads, d_ff, "
-                "dropout, max_seq_len)")
+            "max_seq_len=512)")  # code: the same in every language
+PASS_DROPOUT = N_("pass dropout on to every part: PositionalEncoding(d_model, max_seq_len, dropout), "
+                  "Encoder(n_layers, d_model, n_heads, d_ff, dropout), Decoder(n_layers, d_model, n_heads, d_ff, "
+                  "dropout, max_seq_len).")
 
 
 @pytest.mark.points(1)
 def test_default_sizes_give_the_reference_structure(impl, ref):
     expect_structure(impl.transformer.Transformer(SRC_VOCAB, TGT_VOCAB), ref.transformer.Transformer(SRC_VOCAB,
                      TGT_VOCAB), what=f"Transformer({SRC_VOCAB}, {TGT_VOCAB})",
-                     hint="the defaults are " + DEFAULTS + ", each handed on to the parts.", any_size=("pos.pe",))
+                     hint=tr("the defaults are {defaults}, each handed on to the parts.", defaults=DEFAULTS),
+                     any_size=("pos.pe",))
 
 
 @pytest.mark.hint_after(FORWARD)  # the same, with the defaults
@@ -444,9 +474,11 @@ def test_default_sizes_match_golden(impl, ref, device, seed):
     load(m, r)
     m, r = m.to(device).eval(), r.to(device).eval()
     src, tgt = tokens(SRC_VOCAB, 2, 7, device), tokens(TGT_VOCAB, 2, 6, device)
-    check_golden(m, r, "forward", src, tgt, name=f"Transformer({SRC_VOCAB}, {TGT_VOCAB}) logits in eval mode",
-                 hint="built with the defaults, " + DEFAULTS + ": n_heads splits d_model into heads, so a wrong "
-                      "default changes the output even where the weights are the same.")
+    check_golden(m, r, "forward", src, tgt,
+                 name=tr("Transformer({src_vocab}, {tgt_vocab}) logits in eval mode", src_vocab=SRC_VOCAB,
+                         tgt_vocab=TGT_VOCAB),
+                 hint=tr("built with the defaults, {defaults}: n_heads splits d_model into heads, so a wrong default "
+                         "changes the output even where the weights are the same.", defaults=DEFAULTS))
 
 
 @pytest.mark.hint_after(FORWARD)  # the same, in training mode
@@ -456,7 +488,8 @@ def test_dropout_zero_in_training_mode_matches_golden(impl, ref, device, seed):
     m, r = m.train(), r.train()
     src, tgt = tokens(SRC_VOCAB, 2, 7, device), tokens(TGT_VOCAB, 2, 6, device)
     check_golden(m, r, "forward", src, tgt, name="logits in training mode of a Transformer built with dropout=0.0",
-                 hint="with dropout=0.0 nothing is dropped, even in training mode: " + PASS_DROPOUT + ".")
+                 hint=tr("with dropout=0.0 nothing is dropped, even in training mode: {recipe}",
+                         recipe=tr(PASS_DROPOUT)))
 
 
 @pytest.mark.points(1)
@@ -465,12 +498,12 @@ def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed):
     p = 0.3
     m, what = build(impl, dropout=p), f"Transformer(..., dropout={p})"
     try:
-        expect_dropout("Transformer", m, p, what=what, hint=PASS_DROPOUT + ".")
+        expect_dropout("Transformer", m, p, what=what, hint=PASS_DROPOUT)
         expect_dropout("Transformer", m, p, what=what, training=False,
                        hint="in eval mode every dropout is off: use nn.Dropout modules, not F.dropout(..., "
                             "training=True).")
     except SubmissionFailure as failure:
-        raise type(failure)(f"{failure} Hint: {PASS_DROPOUT}.") from None
+        raise type(failure)(str(failure) + hint_suffix(tr(PASS_DROPOUT))) from None
 
 
 # --- any device --------------------------------------------------------------------------------
@@ -481,20 +514,21 @@ def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed):
 @pytest.mark.warm_worker  # fake tensors (probes.on_another_device)
 @pytest.mark.parametrize("entry", ["forward", "greedy_decode"])
 def test_works_for_inputs_on_any_device(impl, ref, device, entry):
-    hint = ("make every new tensor where the input is, torch.full(..., device=src.device), masks with "
-            "device=x.device, or register it as a buffer.")
-    what = "the Transformer" if entry == "forward" else "greedy_decode"
+    hint = N_("make every new tensor where the input is, torch.full(..., device=src.device), masks with "
+              "device=x.device, or register it as a buffer.")
+    what = tr("the Transformer") if entry == "forward" else "greedy_decode"
     if device.type == "cuda":  # a real device: the points are earned here, by what comes back, checked here
         m, r = pair(impl, ref, device)
         src, tgt = tokens(SRC_VOCAB, 2, 4, device), tokens(TGT_VOCAB, 2, 3, device)
         if entry == "forward":
             out, expected = call(m, "forward", src, tgt, hint=hint), golden(r, src, tgt)
             # Logits that differ (rather than a crash) say nothing of devices: forward's recipe is the hint.
-            assert_close(out, expected.float(), atol=tolerance(r(src, tgt), expected), name=f"{what} on {device}",
-                         hint=FORWARD_RECIPE + ".")
+            assert_close(out, expected.float(), atol=tolerance(r(src, tgt), expected),
+                         name=tr("{what} on {device}", what=what, device=device), hint=FORWARD_RECIPE)
         else:
             out = greedy(impl, m, src, 3, 1)  # its tokens are judged by the greedy tests, on this device too
-        assert out.device == src.device, f"{what} returned a tensor on {out.device} for inputs on {src.device}."
+        assert out.device == src.device, tr("{what} returned a tensor on {got} for inputs on {device}.", what=what,
+                                            got=out.device, device=src.device)
         return
     # One layer a side and three tokens to decode: fake tensors cost about a millisecond an op.
     m = impl.transformer.Transformer(SRC_VOCAB, TGT_VOCAB, d_model=16, n_heads=2, n_layers=1, d_ff=16, dropout=0.0,
@@ -505,9 +539,10 @@ def test_works_for_inputs_on_any_device(impl, ref, device, entry):
     else:
         why = impl.probes.on_another_device(impl.transformer.greedy_decode, m, tokens_of, 3, 1)
     assert isinstance(why, str) and not why, (
-        f"{what} mixes devices: with the model and its input on another device (the grader's stand-in for a GPU, "
-        f"'meta'), torch said: {str(why).rstrip('!. ')}. Hint: {hint} (Feedback only: on a machine without a GPU "
-        "this test is worth no points; a run with --device cuda awards them.)"
+        tr("{what} mixes devices: with the model and its input on another device (the grader's stand-in for a GPU, "
+           "'meta'), torch said: {why}.", what=what, why=str(why).rstrip("!. "))
+        + hint_suffix(tr(hint) + " " + tr("(Feedback only: on a machine without a GPU this test is worth no points; "
+                                          "a run with --device cuda awards them.)"))
     )
 
 
@@ -549,7 +584,7 @@ def test_one_dropout_between_the_embeddings_and_the_output(impl, ref, seed, path
     m = silenced_with_ones(impl, ref, p, T)
     tokens_ = torch.arange(T).repeat(B, 1)
     args = (tokens_, *(() if path == "encode" else (tokens_[:, :T],)))
-    where = "encode's output" if path == "encode" else "the logits"
+    where = tr("encode's output") if path == "encode" else tr("the logits")
     # First without dropout: the weights make embeddings * sqrt(d_model) + positions 1 everywhere, so every row
     # normalises to 0. If not, what reaches the norm is not that, and no count below can speak of dropout.
     m.eval()
@@ -557,10 +592,14 @@ def test_one_dropout_between_the_embeddings_and_the_output(impl, ref, seed, path
     plain = plain[..., :TGT_VOCAB] if path == "forward" else plain
     if float((plain.abs() < 1e-3).all(dim=-1).double().mean()) < 0.95:  # float32 leaves ~1e-5 after the norm
         raise AssertionError(
-            f"in eval mode, with every sublayer silenced and embeddings the grader chose so that embeddings * "
-            f"sqrt(d_model) + positions are 1 everywhere, {where} {'is' if path == 'encode' else 'are'} not "
-            "constant along a row, so this test cannot measure the dropout on the way. Hint: encode and decode "
-            "compute pos(embed(tokens) * sqrt(d_model)), then the encoder or decoder, and nothing else on that path."
+            (tr("in eval mode, with every sublayer silenced and embeddings the grader chose so that embeddings * "
+                "sqrt(d_model) + positions are 1 everywhere, encode's output is not constant along a row, so this "
+                "test cannot measure the dropout on the way.") if path == "encode" else
+             tr("in eval mode, with every sublayer silenced and embeddings the grader chose so that embeddings * "
+                "sqrt(d_model) + positions are 1 everywhere, the logits are not constant along a row, so this test "
+                "cannot measure the dropout on the way."))
+            + hint_suffix(tr("encode and decode compute pos(embed(tokens) * sqrt(d_model)), then the encoder or "
+                             "decoder, and nothing else on that path."))
         )
     m.train()
     out = call(m, path, *args)
@@ -568,23 +607,29 @@ def test_one_dropout_between_the_embeddings_and_the_output(impl, ref, seed, path
     # A row whose values were all kept is constant, and normalises to exactly 0 (p^0 (1-p)^d_model: rare).
     constant = (out == 0).all(dim=-1)
     assert float(constant.double().mean()) < 0.05, (
-        f"in training mode with dropout={p}, nothing was dropped on the way from the embeddings to {where} in "
-        f"{float(constant.double().mean()):.0%} of the positions. Hint: embeddings * sqrt(d_model) + positions go "
-        "through pos = PositionalEncoding(d_model, max_seq_len, dropout), with the model's dropout, on both sides."
+        tr("in training mode with dropout={p}, nothing was dropped on the way from the embeddings to {where} in "
+           "{share} of the positions.", p=p, where=where, share=format(float(constant.double().mean()), ".0%"))
+        + hint_suffix(tr("embeddings * sqrt(d_model) + positions go through pos = PositionalEncoding(d_model, "
+                         "max_seq_len, dropout), with the model's dropout, on both sides."))
     )
     out = out[~constant]
     assert not bool((out == 0).any()), (
-        f"in training mode some of {where} are exactly 0: a dropout acts after the final norm"
-        f"{' or on the generator' if path == 'forward' else ''}. Hint: the only dropouts are pos's and those "
-        "inside the encoder's and decoder's parts; none after them."
+        (tr("in training mode some of encode's output are exactly 0: a dropout acts after the final norm.")
+         if path == "encode" else
+         tr("in training mode some of the logits are exactly 0: a dropout acts after the final norm or on the "
+            "generator."))
+        + hint_suffix(tr("the only dropouts are pos's and those inside the encoder's and decoder's parts; none after "
+                         "them."))
     )
     below = float((out < 0).double().mean())
     spread = 6 * math.sqrt(p * (1 - p) / out.numel())
     assert abs(below - p) <= spread, (
-        f"in training mode with dropout={p} and every sublayer silenced, {below:.0%} of {where} fell below their "
-        f"row's mean (where eval mode gives none), and pos's dropout alone drops {p:.0%}. Hint: "
-        + ("apply the model's dropout once to embeddings + positions, through pos = PositionalEncoding(d_model, "
-           "max_seq_len, dropout), on both sides, and nowhere else on the residual path.")
+        tr("in training mode with dropout={p} and every sublayer silenced, {below} of {where} fell below their row's "
+           "mean (where eval mode gives none), and pos's dropout alone drops {share}.", p=p,
+           below=format(below, ".0%"), where=where, share=format(p, ".0%"))
+        + hint_suffix(tr("apply the model's dropout once to embeddings + positions, through pos = "
+                         "PositionalEncoding(d_model, max_seq_len, dropout), on both sides, and nowhere else on the "
+                         "residual path."))
     )
 
 
@@ -620,8 +665,8 @@ def test_in_training_mode_encode_and_decode_are_their_parts_draw_for_draw(impl, 
         impl.torch.manual_seed(0)
         composed = m.decoder(m.pos(y), memory, src_mask, None)
     assert_close(whole, expect_tensor(composed, name="its parts composed"), atol=1e-5,
-                 name=f"Transformer(..., dropout=0.3).{method} in training mode, against its parts composed with the "
-                      "same seed",
+                 name=tr("Transformer(..., dropout=0.3).{method} in training mode, against its parts composed with "
+                         "the same seed", method=method),
                  hint="encode(src, src_mask) = self.encoder(self.pos(self.src_embed(src) * sqrt(d_model)), src_mask) "
                       "and decode(memory, tgt, src_mask, tgt_mask) = self.decoder(self.pos(self.tgt_embed(tgt) * "
                       "sqrt(d_model)), memory, src_mask, tgt_mask): dropout only inside the parts, memory as it comes.")
