@@ -5,7 +5,8 @@ A message is found where it is written in English:
 - the text given to a judge helper's `name=`, `what=` or `hint=` (`assert_close(..., hint="...")`), and a known
   mistake's `diagnosis=`: the helpers translate these themselves, so a test author writes plain English there.
 
-`pybabel extract -F babel.cfg` uses it through `[grader.extract:extract: **.py]`; the kit's tests use `messages`.
+`extract` is a Babel extraction method (a mapping file's `[grader.extract:extract: **.py]`, or
+`extract_from_dir`'s method map, as tests/kit/test_lang.py uses it).
 `untranslatable` names what can never be translated: a student-facing message built as an f-string or given as
 bare text, where no catalog can reach it (`assert ok, f"..."`, `raise AssertionError("...")`, `hint=f"..."`).
 """

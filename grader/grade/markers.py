@@ -32,14 +32,25 @@ def diagnosis(text: str) -> str:
     return tr(DIAGNOSIS, diagnosis=text)
 
 
-def _opening(template: str, field: str) -> str:
-    return template.split("{" + field + "}")[0]
+@functools.cache
+def _frames(template: str, field: str) -> tuple[tuple[str, str], ...]:
+    """What comes before and after `{field}` in `template`, as each language writes it."""
+    parts = [text.partition("{" + field + "}") for text in every_language(template)]
+    return tuple((opening, closing) for opening, _, closing in parts)
+
+
+def _unframed(text: str, template: str, field: str) -> str | None:
+    """The field's text where `text` is `template` filled in, in any language; None where it is not."""
+    for opening, closing in _frames(template, field):
+        if text.startswith(opening) and text.endswith(closing) and len(text) >= len(opening) + len(closing):
+            return text[len(opening):len(text) - len(closing)]
+    return None
 
 
 @functools.cache
 def hint_pattern() -> re.Pattern[str]:
     """A message's closing hint, to the end of its line, in any language: " Hint: ...", " 提示：..."."""
-    openings = "|".join(re.escape(_opening(text, "hint")) for text in every_language(HINT))
+    openings = "|".join(re.escape(opening) for opening, _ in _frames(HINT, "hint"))
     return re.compile(rf" (?:{openings}).*$", re.MULTILINE)
 
 
@@ -48,25 +59,13 @@ def split_hint(message: str) -> tuple[str, str]:
     found = next(reversed(list(hint_pattern().finditer(message))), None)
     if found is None or found.end() != len(message):
         return message, ""
-    text = found.group(0)[1:]
-    for template in every_language(HINT):
-        opening = _opening(template, "hint")
-        closing = template.split("{hint}")[-1]
-        if text.startswith(opening) and text.endswith(closing):
-            return message[:found.start()], text[len(opening):len(text) - len(closing) or None]
-    return message, ""
+    text = _unframed(found.group(0)[1:], HINT, "hint")
+    return (message, "") if text is None else (message[:found.start()], text)
 
 
 def diagnoses(message: str) -> list[str]:
     """The known mistakes a message names on lines of their own, their text without the marker."""
-    found = []
-    for line in message.splitlines():
-        for template in every_language(DIAGNOSIS):
-            opening, closing = _opening(template, "diagnosis"), template.split("{diagnosis}")[-1]
-            if line.startswith(opening) and line.endswith(closing):
-                found.append(line[len(opening):len(line) - len(closing) or None])
-                break
-    return found
+    return [text for line in message.splitlines() if (text := _unframed(line, DIAGNOSIS, "diagnosis")) is not None]
 
 
 def is_diagnosis(text: str) -> bool:

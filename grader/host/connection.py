@@ -205,10 +205,7 @@ class Connection:
         exercise_file = name != "torch" and name not in TEST_MODULES
         what = tr("importing {name}", name=f"{name}.py" if exercise_file else name)
         if name in self._broken_imports:
-            first = self._broken_imports[name]
-            again = SubmissionFailure(str(first)).caused(*first.causes)
-            again.names_its_cause = first.names_its_cause
-            raise again
+            raise self._broken_imports[name].again()
         if f"{name}.py" in self.missing_files:
             raise SubmissionFailure(tr("{file} was not found in the submission", file=f"{name}.py")).caused(
                 f"missing:{name}.py", f"import:{name}.py")

@@ -21,11 +21,11 @@ CAUSES = {
     "unwritten": "the code raised NotImplementedError: a stub not filled in yet",
     "missing:<file>": "the submission has no such exercise file",
     "import:<file>": "importing that exercise file failed (raised, crashed, hung or is missing): nothing was judged",
-    "blocked:<exercise>": "the call stopped at that exercise's unwritten code (grader.judge.plugin adds it)",
+    "blocked:<exercise>": "the call stopped at that exercise's unwritten code (grader.judge.feedback adds it)",
     "timeout": "a call ran over its time limit",
     "crash": "the worker died during a call",
     "memory": "a call ran out of the memory the submission may use",
-    "waits": "a structure test waiting for the behaviour tests that confirm it (grader.grade.scoring adds it)",
+    "waits:<test>": "a structure test waiting for that behaviour test to confirm it (grader.grade.scoring adds it)",
 }
 # A file the submission imports from the kit's exercises package, and does not hold.
 _NO_MODULE = re.compile(r"^No module named 'exercises\.(\w+)'")
@@ -46,6 +46,13 @@ class SubmissionFailure(AssertionError):
     def caused(self, *causes: str) -> SubmissionFailure:
         self.causes = (*self.causes, *causes)
         return self
+
+    def again(self) -> SubmissionFailure:
+        """A failure to raise once more where this one was met before (an import that failed): its words and what
+        the trusted side knew of it."""
+        failure = SubmissionFailure(str(self)).caused(*self.causes)
+        failure.file, failure.kind, failure.names_its_cause = self.file, self.kind, self.names_its_cause
+        return failure
 
 
 class NotImplementedYet(SubmissionFailure):
@@ -87,7 +94,7 @@ def submission_failure(error: object, what: str, limits: Limits, *, importing: b
     """The failure that the error in a worker's reply (a dict of type, message and where, as it came) stands for;
     `importing`: the call was the import of an exercise file."""
     failure = _describe_failure(error, what, limits, importing)
-    if isinstance(error, dict) and failure.kind == "":
+    if isinstance(error, dict):
         failure.kind = str(error.get("type", ""))[:100]
     where = error.get("where") if isinstance(error, dict) else None
     if isinstance(where, dict) and isinstance(where.get("file"), str):

@@ -231,14 +231,14 @@ class WorkerProcess:
             name = signal.Signals(int(status["signal"])).name
             limits = self.limits
             why = {
-                "SIGSEGV": lambda: tr("a segmentation fault"),
-                "SIGKILL": lambda: tr("killed, most often for running out of memory, starting over {tasks} threads or "
-                                      "creating over {inodes} files", tasks=limits.tasks, inodes=limits.inodes),
-                "SIGXCPU": lambda: tr("over the {seconds} s CPU-time limit", seconds=limits.cpu_seconds),
-                "SIGXFSZ": lambda: tr("over the {mib} MiB file-size limit", mib=limits.file_size_bytes // 2**20),
-                "SIGABRT": lambda: tr("aborted"),
-            }.get(name, lambda: tr("a signal"))
-            return tr("the worker crashed with {signal} ({why})", signal=name, why=why())
+                "SIGSEGV": tr("a segmentation fault"),
+                "SIGKILL": tr("killed, most often for running out of memory, starting over {tasks} threads or "
+                              "creating over {inodes} files", tasks=limits.tasks, inodes=limits.inodes),
+                "SIGXCPU": tr("over the {seconds} s CPU-time limit", seconds=limits.cpu_seconds),
+                "SIGXFSZ": tr("over the {mib} MiB file-size limit", mib=limits.file_size_bytes // 2**20),
+                "SIGABRT": tr("aborted"),
+            }
+            return tr("the worker crashed with {signal} ({why})", signal=name, why=why.get(name) or tr("a signal"))
         return tr("the worker exited with code {code}", code=status.get("exit"))
 
     def kill(self, *, wait: bool = True) -> None:

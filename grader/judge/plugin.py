@@ -48,9 +48,6 @@ _NAMED = pytest.StashKey[dict[str, list[str]]]()  # exercise -> the catalogue's 
 _FAILED = pytest.StashKey[set[str]]()  # exercises with a failed test so far in this run
 DIAGNOSIS_CALL_TIMEOUT_S = 5.0  # the scenario's calls are small; a slow one means there is nothing to learn
 QUICK_SKIP = N_("skipped by --quick: run without --quick to earn these points")  # shown as tr(QUICK_SKIP)
-# Errors that say what is wrong with the code itself, whatever a test was checking: a name that is not defined, an
-# import that fails. A test's hint, about the symptom it looks for, would point away from them.
-# An error that names its own cause: a name or import error in a call, or a file that does not import at all.
 # What pytest-json-report stores with a test, for `scoring`: plain JSON values by key.
 Metadata: TypeAlias = dict[str, str | int | float | bool | list[str] | None]
 
