@@ -61,6 +61,10 @@ if TYPE_CHECKING:
 # No torch import at module level: the command line starts the sandbox before it imports torch
 # itself, so that the two imports (about a second each) run side by side.
 
+WATCH_FILES_S = 0.05  # how often `_watch` reads the count of a sandbox's files on its tmpfs mounts
+WATCH_S = 0.5  # how often it counts each worker's threads, and walks a scratch folder on disk
+_TICKS_PER_WATCH = round(WATCH_S / WATCH_FILES_S)
+
 
 class Sandbox:
     """A started sandbox whose process has imported torch and forks a fresh worker on request.
@@ -147,24 +151,29 @@ class Sandbox:
         threading.Thread(target=self._watch, daemon=True).start()
 
     def _watch(self) -> None:
-        """Twice a second, kill the workers when one holds over `limits.tasks` threads or scratch holds over
-        `limits.inodes` files.
+        """Kill the workers when one holds over `limits.tasks` threads or scratch holds over `limits.inodes` files.
 
         RLIMIT_NPROC caps threads only where the kernel enforces it for the sandbox's uid; a tmpfs's
         size caps its data, not its files, whose inodes the kernel keeps in memory (about 1 KiB each).
+        A worker makes files on a tmpfs at some 300,000 a second: the tmpfs's count (statvfs, one call per
+        mount) is read every WATCH_FILES_S, the threads and a folder on disk (a walk) every WATCH_S.
         """
-        while not self._watching.wait(0.5):
+        ticks = 0
+        while not self._watching.wait(WATCH_FILES_S):
+            ticks += 1
             with contextlib.suppress(psutil.Error, WorkerStartError, OSError):
+                if not self.isolated and ticks % _TICKS_PER_WATCH:
+                    continue
                 zygote = self._zygote_process()
-                workers = children_of(zygote)
                 if self.isolated:
                     files = sum(scratch.files_in(folder) for folder in self._scratch_folders(zygote))
                     full = files > self.limits.inodes
                 else:  # a folder on disk, which no tmpfs caps: measured, up to the first limit passed
                     full = scratch.holds_over(self._scratch, files=self.limits.inodes, size=self.limits.scratch_bytes)
-                for worker in workers:
-                    if worker.num_threads() > self.limits.tasks or full:
-                        worker.kill()
+                if full or not ticks % _TICKS_PER_WATCH:
+                    for worker in children_of(zygote):
+                        if full or worker.num_threads() > self.limits.tasks:
+                            worker.kill()
 
     def alive(self) -> bool:
         # Not Popen.poll(): in a process forked from ours (a batch's grading child) the sandbox is no
