@@ -42,6 +42,9 @@ class Job:
     quick: bool = False  # `--quick`: the slow tests are skipped
     budget_s: float | None = None  # `grader check --timeout`: tests past it fail with "time budget used up"
     failures: str = ""  # where the child appends each failure as it happens, one JSON line each (watch)
+    # The submission as intake read it on the batch's machine (`Submission.to_json`): a cluster worker grades it
+    # without reading `path`, which is the batch's and only names the submission in its report.
+    intake: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -10,7 +10,6 @@ is done, so a batch killed halfway finishes the rest and ends as an uninterrupte
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import json
 import os
@@ -28,21 +27,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader import __version__, lang
-from grader.batch import class_report
+from grader.batch import class_report, records
 from grader.batch.jobs import Isolation, Job, Outcome, ReportJSON, Status
-from grader.batch.summary import excerpt, summarise, write_grades_csv
-from grader.curriculum import BY_ID
-from grader.grade.reports import SCHEMA, write_json
+from grader.batch.summary import summarise, write_grades_csv
 from grader.grade.selection import Selection, kit_root
 from grader.host.scratch import remove_stale_stages
 from grader.inside.shared import processes
 from grader.intake.submission import SubmissionInputError, load
 from grader.lang import tr
-from grader.text import clean, id_of, skeleton
+from grader.text import id_of, skeleton
 
 # DIR/grades.csv and DIR/summary.json: no submission's report may take or shadow their names.
 RESERVED_IDS = frozenset({"grades", "summary"})
-MAX_REASON_CHARACTERS = 2000  # of why a submission was not graded: a zip of 400 long names is no essay
 # The statuses a report is written with (see `_grade`); never "skipped", which is a rerun's word for it.
 RECORDED = (Status.GRADED, Status.REFUSED, Status.TIMEOUT, Status.FAILED)
 
@@ -139,10 +135,13 @@ def run(
     force: bool = False,
     on_result: Callable[[Result], None] | None = None,
     isolation: Isolation | None = None,
+    cluster: str | None = None,
+    say: Callable[[str], None] = print,
 ) -> list[Result]:
     """Grade every entry not already done; returns one Result per entry, in entry order.
 
-    `isolation` goes to every slot with each job.
+    `isolation` goes to every slot with each job. With `cluster` (a Dask scheduler's address, or local:N), the
+    slots are the cluster's (`grader.batch.cluster`) and `say` tells of each worker it refuses.
     """
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob(".partial-*"):  # left by a batch that was killed: its reports never landed
@@ -151,7 +150,7 @@ def run(
     results: dict[str, Result] = {}
     todo = []
     for entry in entries:
-        done = _read(out / f"{entry.id}.json")
+        done = records.read(out / f"{entry.id}.json")
         # "failed" means the grader broke, not the submission: try those again.
         if not force and done and done.get("key") == keys[entry.id] and done.get("status") != "failed":
             results[entry.id] = Result(entry.id, Status.SKIPPED, done)
@@ -160,6 +159,12 @@ def run(
     for result in results.values():
         if on_result:
             on_result(result)
+    if cluster is not None:
+        from grader.batch import cluster as dask_cluster
+
+        dask_cluster.run(cluster, todo, results, out, selection, keys, timeout_s=timeout_s, device=device,
+                         on_result=on_result, isolation=isolation or Isolation(), say=say)
+        return _finish(entries, results, out, selection)
     # Every slot stages its submissions under one folder of this batch's, removed when the batch ends
     # however it ends, so that no student's files stay on disk after it.
     remove_stale_stages()
@@ -199,6 +204,11 @@ def _run_slots(entries: list[Entry], todo: list[Entry], results: dict[str, Resul
         pool.shutdown(wait=False, cancel_futures=True)
         for slot in started:
             slot.close()
+    return _finish(entries, results, out, selection)
+
+
+def _finish(entries: list[Entry], results: dict[str, Result], out: Path, selection: Selection) -> list[Result]:
+    """The class's files, once every entry has its result: grades.csv, summary.json and the class report."""
     ordered = [results[entry.id] for entry in entries]
     write_grades_csv(ordered, selection, out / "grades.csv")
     summary = summarise(ordered, selection)
@@ -281,61 +291,12 @@ def _grade(slot: Slot, entry: Entry, out: Path, selection: Selection, report_key
               isolation)
     try:
         outcome = slot.grade(job, timeout_s=timeout_s + 60)
-        report = _read(partial) if outcome.status == Status.GRADED else None
-        if report is not None:
-            status = Status.GRADED
-        else:
-            status = outcome.status if outcome.status in (Status.REFUSED, Status.TIMEOUT) else Status.FAILED
-            report = _empty_report(entry, selection, device, outcome.reason or tr("the report is missing"))
+        report = records.read(partial) if outcome.status == Status.GRADED else None
     finally:
         shutil.rmtree(partial.parent, ignore_errors=True)
-    report.update({"id": entry.id, "submission_name": clean(entry.path.name, newlines=False), "key": report_key,
-                   "status": status})
-    write_json(report, out / f"{entry.id}.json")
-    return Result(entry.id, status, report)
+    return records.recorded(entry, selection, report_key, outcome, report, out, device)
 
 
 def _die_with_batch() -> None:
     # If the batch itself is killed, each slot hears SIGTERM and its children die with it.
     processes.die_with_parent(signal.SIGTERM)
-
-
-def _read(path: Path) -> ReportJSON | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and data.get("schema") == SCHEMA else None
-
-
-def _empty_report(entry: Entry, selection: Selection, device: str, reason: str) -> ReportJSON:
-    """A contract-shaped report for a submission that could not be graded: 0 everywhere, and why.
-
-    The reason may quote the submission (a zip's entries, an exception): it is cleaned and cut to
-    MAX_REASON_CHARACTERS, and names the submission by its file name, not by the folder it was graded from."""
-    reason = excerpt(clean(reason.replace(str(entry.path), entry.path.name)), MAX_REASON_CHARACTERS)
-    exercises = [
-        {"id": exercise_id, "score": 0.0, "max_score": float(BY_ID[exercise_id].points), "blocked_by": [],
-         "tests": [{"name": f"{exercise_id} (not graded)", "outcome": "error", "points": 0.0,
-                    "max_points": float(BY_ID[exercise_id].points), "message": reason, "seed": None}]}
-        for exercise_id in selection.exercises
-    ]
-    device, torch_version = _runtime(device)
-    return {"schema": SCHEMA, "submission": clean(str(entry.path), newlines=False), "suite": selection.suite,
-            "device": device, "score": 0.0, "max_score": sum(e["max_score"] for e in exercises), "duration_s": 0.0,
-            "torch": torch_version, "sandbox": "", "warnings": [reason], "exercises": exercises}
-
-
-@functools.cache
-def _runtime(requested: str) -> tuple[str, str]:
-    """The device and torch version the slots grade with, as a graded report names them (`auto` resolved).
-
-    Only a submission that was not graded needs them here, so only then does this process import torch."""
-    import torch
-
-    from grader.host.session import resolve_device
-
-    try:
-        return resolve_device(requested), torch.__version__
-    except ValueError:
-        return requested, torch.__version__

@@ -194,7 +194,7 @@ class _Slot:
 
         started = time.monotonic()
         try:
-            loaded = load(Path(job.path))
+            loaded = Submission.from_json(job.intake) if job.intake is not None else load(Path(job.path))
         except SubmissionInputError as error:
             return Outcome(Status.REFUSED, str(error))
         zygote = self._sandbox(job)

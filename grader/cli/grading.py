@@ -81,6 +81,7 @@ def _grade(
 def batch_command(args: argparse.Namespace, console: Console) -> int:
     """`grader batch`: grade every submission of a folder with a progress bar, then render the class summary."""
     from grader import batch
+    from grader.batch import cluster
 
     if not args.submissions.is_dir():
         die(tr("{path} is not a folder: give the folder that holds the submissions", path=repr(str(args.submissions))))
@@ -94,10 +95,14 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
         tiers.protect(args.submissions)
         tiers.protect(args.out)
         protect = tiers.exposure(selection.suite) or "other students' submissions are graded here"
-        tiers.refuse_unless_isolated(why=protect, allowed=args.allow_unisolated)
+        if args.cluster is None:
+            tiers.refuse_unless_isolated(why=protect, allowed=args.allow_unisolated)
+        else:  # no submission runs here: each worker's own isolation is checked when the batch starts
+            cluster.parse(args.cluster)
+            cluster.require_distributed()
         isolation = batch.Isolation(secrets=[str(args.submissions.resolve()), str(args.out.resolve())],
                                     protect=protect, allow_unisolated=args.allow_unisolated)
-    except (UsageError, ValueError, IsolationRefused) as error:
+    except (UsageError, ValueError, IsolationRefused, cluster.ClusterError) as error:
         die(str(error))
     # --out may lie inside SUBMISSIONS_DIR (`grader batch . --out grades`): the reports are no student's.
     entries = [e for e in batch.discover(args.submissions) if e.path.resolve() != args.out.resolve()]
@@ -116,8 +121,20 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
             counts[kind] += 1
             progress.update(task, advance=1, counts=" · ".join(f"{n} {k}" for k, n in counts.items() if n))
 
-        results = batch.run(entries, args.out, selection, jobs=args.jobs, timeout_s=args.timeout,
-                            device=args.device, force=args.force, on_result=on_result, isolation=isolation)
+        def say(line: str) -> None:
+            progress.console.print(line, soft_wrap=True, markup=False, highlight=False)
+
+        try:
+            results = batch.run(entries, args.out, selection, jobs=args.jobs, timeout_s=args.timeout,
+                                device=args.device, force=args.force, on_result=on_result, isolation=isolation,
+                                cluster=args.cluster, say=say)
+        except cluster.ClusterError as error:
+            die(str(error))
+        except cluster.ClusterLost:
+            print(tr("grader: the Dask scheduler at {address} went away: {done} of {total} reports are written in "
+                     "{out}; start it again and run the same command to grade the rest", address=args.cluster,
+                     done=sum(counts.values()), total=len(entries), out=str(args.out)), file=sys.stderr)
+            return EXIT_GRADER_FAILED
     summary = batch.summarise(results, selection)
     render_summary(summary, console, args.out)
     if counts["skipped"]:  # on stderr: a rerun's summary and report stay those of an uninterrupted run

@@ -118,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--suite", choices=("public", "hidden", "all"), default=None)
     batch.add_argument("--force", action="store_true", help="regrade submissions whose report is up to date")
     batch.add_argument("--allow-unisolated", action="store_true", help=UNISOLATED_HELP)
+    batch.add_argument("--cluster", default=None, metavar="ADDRESS",
+                       help="grade on a Dask cluster: a scheduler (tcp://host:8786), or local:N for N workers here "
+                            '(needs pip install "attention-kit[cluster]"; see docs/cluster.md)')
 
     release = commands.add_parser("release", help="build the student distribution (or the autograder bundle)")
     release.add_argument("--out", type=Path, required=True, metavar="DIR")

@@ -7,12 +7,14 @@ own `__init__.py` and `config.py` beside those files, and the worker's code.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import shutil
 import stat
 import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from grader import inside
 from grader.curriculum import SUBMISSION_FILES
@@ -44,6 +46,27 @@ class Submission:
     @property
     def missing(self) -> frozenset[str]:
         return frozenset(name for name in SUBMISSION_FILES if name not in self.files)
+
+    def to_json(self) -> dict[str, Any]:
+        """What intake found, as plain JSON (the files base64): how a cluster batch sends it to a Dask worker."""
+        files = {name: base64.b64encode(data).decode() for name, data in self.files.items()}
+        return {"name": self.name, "files": files,
+                "notes": list(self.notes), "folder": self.folder, "archive": self.archive,
+                "from_notebooks": dict(self.from_notebooks)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Submission:
+        """The submission `to_json` wrote. Only the contract's file names, each within MAX_FILE_BYTES, are taken:
+        intake's rules hold on arrival as they did where it ran."""
+        try:
+            files = {name: base64.b64decode(text, validate=True) for name, text in data["files"].items()}
+            if set(files) <= set(SUBMISSION_FILES) and all(len(b) <= MAX_FILE_BYTES for b in files.values()):
+                return cls(str(data["name"]), files, tuple(map(str, data["notes"])), folder=str(data["folder"]),
+                           archive=str(data["archive"]),
+                           from_notebooks={str(k): str(v) for k, v in data["from_notebooks"].items() if k in files})
+        except (KeyError, TypeError, ValueError, AttributeError):
+            pass
+        raise SubmissionInputError(tr("the submission arrived damaged: grade it again"))
 
     def shown(self, filename: str) -> str:
         """Where `filename` of this submission is, for a message that says which file to open."""

@@ -426,3 +426,31 @@ def gradescope() -> Iterator[Any]:
     from deploy import deploy_gradescope
 
     yield from deploy_gradescope()
+
+
+
+@pytest.fixture(scope="session")
+def batch_class(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A class of four: alice the solutions (100), bob the stubs (0), carol a zip of one file, mallory an unsafe zip."""
+    import zipfile
+
+    folder = tmp_path_factory.mktemp("class")
+    shutil.copytree(REPO / "solutions", folder / "alice")
+    shutil.copytree(REPO / "exercises", folder / "bob")
+    with zipfile.ZipFile(folder / "carol.zip", "w") as archive:
+        archive.write(REPO / "solutions" / "attention.py", "carol-hw/attention.py")
+    with zipfile.ZipFile(folder / "mallory.zip", "w") as archive:
+        archive.writestr("../attention.py", "x = 1\n")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def batch_reference(batch_class: Path, tmp_path_factory: pytest.TempPathFactory):
+    """`batch_class` graded by `grader batch --jobs 2` on the public suite: the run, and its DIR. Every other way of
+    grading the class (a rerun, a cluster) must match it."""
+    out = tmp_path_factory.mktemp("grades")
+    command = [sys.executable, "-m", "grader", "batch", str(batch_class), "--out", str(out), "--suite", "public",
+               "--jobs", "2"]
+    run = subprocess.run(command, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1", "NO_COLOR": "1"},
+                         capture_output=True, text=True, timeout=600)
+    return run, out

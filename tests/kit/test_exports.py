@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import torch
 
-from grader.batch import Entry, Result, schedule, write_grades_csv
+from grader.batch import Entry, Result, records, write_grades_csv
 from grader.grade.reports import GradeReport, to_exercism, to_gradescope
 from grader.grade.scoring import score
 from grader.grade.selection import select
@@ -292,7 +292,7 @@ def test_grades_csv_names_why_each_zero_is_a_zero(tmp_path):
 
 def test_a_refused_entry_names_the_device_and_torch_that_would_have_graded_it(tmp_path):
     selection = select(["attention"], "public")
-    report = schedule._empty_report(Entry("bob", tmp_path / "bob.zip"), selection, "auto", "not a zip")
+    report = records.empty_report(Entry("bob", tmp_path / "bob.zip"), selection, "auto", "not a zip")
     assert report["device"] == ("cuda" if torch.cuda.is_available() else "cpu")
     assert report["torch"] == torch.__version__
     assert not report_problems(report), report_problems(report)

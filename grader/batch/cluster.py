@@ -1,0 +1,329 @@
+"""`cluster` grades a batch on a Dask distributed cluster: `grader batch SUBMISSIONS --out DIR --cluster ADDRESS`.
+
+The batch stays on this machine (the client): it reads each submission once (intake: zips, notebooks), keys
+it, skips what is done, writes DIR/<id>.json as each report arrives, then grades.csv, summary.json and the
+class report, exactly as a local batch does (`schedule`). Only the grading moves: each submission travels as
+JSON (its exercise files, base64, and what intake noted), and each report comes back as JSON text.
+
+On every Dask worker a `SlotPlugin` (Dask's own mechanism for per-worker state) keeps one warm `Slot` per
+worker thread: the same `grader.batch.slot` process a local batch runs, with torch, pytest, the collected
+suites and a sandbox ready, at the worker's own isolation tier, limits and time budget. A worker whose kit
+(version, grader, solutions, suites) differs from the client's, or that cannot isolate what the batch
+protects, gets no slots and never offers the resource the grading tasks need: it is refused, in one line.
+
+Faults: a worker that dies mid-submission gives its task back to the scheduler, which runs it elsewhere
+(the future ends once, so a report is written once); a submission whose grading ends its worker
+`distributed.scheduler.allowed-failures` + 1 times (Dask's default: 4) is recorded as a limit; a scheduler
+that goes away stops the batch (ClusterLost: exit 3) with every report written so far kept, and a rerun
+grades the rest.
+
+Dask itself moves the task's function by reference with pickle between the client, the scheduler and the
+workers: they are the instructor's machines, one trust domain, and the scheduler must be reachable by them
+only (docs/cluster.md). No student code runs outside a worker's sandbox.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from grader import lang
+from grader.batch import records
+from grader.batch.dask_worker import STARTED, SlotPlugin, describe, fingerprint, grade_on_worker
+from grader.batch.jobs import Isolation, Job, Outcome, Status
+from grader.grade.selection import Selection
+from grader.intake.submission import SubmissionInputError, load
+from grader.lang import tr
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+    from grader.batch.schedule import Entry, Result
+
+INSTALL = 'pip install "attention-kit[cluster]"'
+# What the client's environment decides about grading, so every worker grades as this machine would.
+GRADING_VARIABLES = ("GRADER_LANG", "GRADER_MEMORY_LIMIT_MB", "GRADER_CALL_TIMEOUT_S", "GRADER_SCRATCH_MB")
+DEATHS_FOR_A_LIMIT = 2  # workers that died grading one submission before it is recorded as a limit
+MAX_SENDS = 6  # times a submission is sent again after workers died holding it, before that is a grader failure
+WATCH_S = 5.0  # how long the batch waits for an answer before it looks for submissions no worker took
+
+
+class ClusterError(Exception):
+    """The cluster cannot grade this batch: a usage problem the user fixes (exit 2), said in one line."""
+
+
+class ClusterLost(Exception):
+    """The scheduler went away mid-batch (exit 3): every report written so far is kept; a rerun grades the rest."""
+
+
+@dataclass(frozen=True)
+class Graded:
+    """What came back for one submission: how its grading ended, and its report (None when it has none)."""
+
+    outcome: Outcome
+    report: dict[str, Any] | None
+
+
+def require_distributed() -> None:
+    """ClusterError, saying what to install, where dask's `distributed` is missing."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise ClusterError(tr("--cluster needs Dask's distributed, which is not installed: {install}",
+                              install=INSTALL)) from None
+
+
+def parse(address: str) -> int | str:
+    """`local:N` as N (a LocalCluster of N workers), a scheduler's address as itself; ClusterError otherwise."""
+    if address.startswith("local:"):
+        count = address.removeprefix("local:")
+        if not count.isdigit() or not 1 <= int(count) <= 256:
+            raise ClusterError(tr("--cluster {address}: local:N takes a number of workers from 1 to 256, as in "
+                                  "local:2", address=address))
+        return int(count)
+    if "://" not in address or address.endswith("://"):
+        raise ClusterError(tr("--cluster {address} is not a Dask scheduler's address: give one like "
+                              "tcp://host:8786, or local:N for N workers on this machine", address=address))
+    return address
+
+
+@contextlib.contextmanager
+def connect(address: str) -> Iterator[Client]:
+    """A Dask client on the scheduler at `address`, or on a LocalCluster this process starts and stops."""
+    require_distributed()
+    target = parse(address)
+    from distributed import Client, LocalCluster
+
+    # Dask's own log lines (a worker lost, a task rescheduled, a scheduler gone) are for whoever runs the cluster;
+    # the batch says in its own lines what they mean for the grades.
+    for name in ["distributed", *logging.root.manager.loggerDict]:
+        if name.startswith("distributed"):
+            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    if isinstance(target, int):
+        with LocalCluster(n_workers=target, threads_per_worker=1, processes=True, dashboard_address=None,
+                          silence_logs=logging.CRITICAL) as cluster, Client(cluster) as client:
+            yield client
+        return
+    try:
+        client = Client(target)  # within Dask's distributed.comm.timeouts.connect (DASK_DISTRIBUTED__COMM__...)
+    except (OSError, TimeoutError, ValueError) as error:
+        raise ClusterError(tr("cannot reach the Dask scheduler at {address} ({error}): start it (dask scheduler) "
+                              "or check the address", address=address, error=error or type(error).__name__)) from None
+    try:
+        yield client
+    finally:
+        with contextlib.suppress(Exception):
+            client.close(timeout=5)
+
+
+def run(address: str, todo: list[Entry], results: dict[str, Result], out: Path, selection: Selection,
+        keys: dict[str, str], *, timeout_s: float, device: str, on_result: Callable[[Result], None] | None,
+        isolation: Isolation, say: Callable[[str], None]) -> None:
+    """Grade `todo` on a Dask cluster: intake here, grading on its workers, each report written here as it comes."""
+
+    def record(result: Result) -> None:
+        results[result.id] = result
+        if on_result:
+            on_result(result)
+
+    jobs = {}
+    for entry in todo:
+        path = entry.path.resolve()
+        try:
+            loaded = load(path)
+        except SubmissionInputError as error:  # as a local slot refuses it, with the same report
+            record(records.recorded(entry, selection, keys[entry.id], Outcome(Status.REFUSED, str(error)), None, out,
+                             device))
+            continue
+        jobs[entry.id] = Job(str(path), "", list(selection.exercises), selection.suite, timeout_s, isolation,
+                             intake=loaded.to_json())
+    if not jobs:
+        return
+    by_id = {entry.id: entry for entry in todo}
+
+    def graded(submission_id: str, answer: Graded) -> None:
+        record(records.recorded(by_id[submission_id], selection, keys[submission_id], answer.outcome, answer.report,
+                                out, device))
+
+    with connect(address) as client:
+        grade(client, jobs, selection, device, isolation, on_graded=graded, say=say)
+
+
+def grade(client: Client, jobs: dict[str, Job], selection: Selection, device: str, isolation: Isolation,
+          on_graded: Callable[[str, Graded], None], say: Callable[[str], None]) -> None:
+    """Grade each job (by submission id) on the cluster, calling `on_graded` once per id as each comes back.
+
+    ClusterError (before anything is graded) where no worker can grade the batch; ClusterLost when the
+    scheduler goes away.
+    """
+    expected = fingerprint(selection)
+    environment = {name: os.environ[name] for name in GRADING_VARIABLES if name in os.environ}
+    environment["GRADER_LANG"] = lang.current()
+    name = f"attention-kit-{hashlib.sha256(json.dumps([expected, device, environment]).encode()).hexdigest()[:16]}"
+    checks = client.run(describe, list(selection.exercises), selection.suite, expected, isolation.protect,
+                        isolation.allow_unisolated, on_error="return")
+    able = []
+    for address, state in sorted(checks.items()):
+        problem = state["problem"] if isinstance(state, dict) else f"{type(state).__name__}: {state}"
+        if problem:
+            say(tr("grader: worker {address} refused: {problem}", address=address, problem=problem))
+        else:
+            able.append(address)
+    if not able:
+        raise ClusterError(tr("no worker of the cluster can grade this batch ({count} refused, each said why above)",
+                              count=len(checks)) if checks else tr("the cluster has no workers: start some "
+                                                                   "(dask worker ADDRESS)"))
+    client.register_plugin(SlotPlugin(name, expected, list(selection.exercises), selection.suite, device, isolation,
+                                      environment), name=name)
+    try:
+        _Dispatch(client, name, jobs, on_graded).run()
+    except OSError as error:  # the scheduler's connection closed (distributed's CommClosedError is an OSError)
+        raise ClusterLost(str(error) or type(error).__name__) from None
+    finally:
+        with contextlib.suppress(Exception):
+            client.unregister_worker_plugin(name)
+
+
+class _Dispatch:
+    """Sends the jobs to the cluster and takes their answers, keeping as many on it as it has slots.
+
+    Dask moves a dead worker's task to another worker, and fails it (KilledWorker) once workers died holding it
+    more than `allowed-failures` times. Holding is not grading: a task waiting behind another on a worker that
+    dies counts a death too. So a KilledWorker is judged here, by the STARTED events of the submission: only a
+    worker that died after it started grading it counts, and a submission with DEATHS_FOR_A_LIMIT of them, over
+    every time it was sent, is a limit; any other is sent again (up to MAX_SENDS). A task no worker has taken for
+    two WATCH_S looks (Dask does not look again at a task waiting for a resource when a restarted worker offers
+    it) is judged the same way.
+    """
+
+    def __init__(self, client: Client, name: str, jobs: dict[str, Job],
+                 on_graded: Callable[[str, Graded], None]) -> None:
+        self.client = client
+        self.name = name
+        self.run_id = uuid.uuid4().hex[:12]
+        self.jobs = jobs
+        self.on_graded = on_graded
+        self.waiting = collections.deque(jobs)
+        self.sent: dict[Any, str] = {}  # future -> submission id
+        self.sends: collections.Counter[str] = collections.Counter()  # after a KilledWorker
+        self.keys: collections.Counter[str] = collections.Counter()  # every key a submission was sent with
+        self.untaken: collections.Counter[Any] = collections.Counter()  # future -> looks that found it untaken
+        self.slots, self.counted_at = 0, -math.inf
+
+    def run(self) -> None:
+        from distributed import wait
+        from distributed.client import FuturesCancelledError
+
+        self.top_up()
+        while self.sent:
+            try:
+                done = wait(list(self.sent), timeout=WATCH_S, return_when="FIRST_COMPLETED").done
+            except TimeoutError:
+                self.send_untaken_again()
+                continue
+            except FuturesCancelledError as error:  # only the scheduler cancels what this batch sent
+                raise ClusterLost(str(error)) from None
+            for future in done:
+                self.answer(future)
+            self.top_up()
+
+    def top_up(self) -> None:
+        """As many submissions on the cluster as it has slots, no more: a worker that dies holds only those it
+        was grading, and no queue of others."""
+        if time.monotonic() - self.counted_at > WATCH_S / 5:  # a worker that joins is counted within 2 s
+            self.slots, self.counted_at = _slots(self.client, self.name), time.monotonic()
+        free = max(1, self.slots) - len(self.sent)
+        while free > 0 and self.waiting:
+            self.send(self.waiting.popleft())
+            free -= 1
+
+    def send(self, submission_id: str) -> None:
+        self.keys[submission_id] += 1
+        future = self.client.submit(grade_on_worker, self.name, self.run_id, submission_id,
+                                    self.jobs[submission_id].to_json(), resources={self.name: 1}, pure=False,
+                                    key=f"grade-{submission_id}-{self.keys[submission_id]}-{self.run_id}")
+        self.sent[future] = submission_id
+
+    def answer(self, future: Any) -> None:
+        from distributed.client import FutureCancelledError
+        from distributed.scheduler import KilledWorker
+
+        submission_id = self.sent.pop(future)
+        self.untaken.pop(future, None)
+        try:
+            graded = _read(future.result())
+        except KilledWorker:
+            graded = self.again_or_not(submission_id)
+            if graded is None:
+                return
+        except FutureCancelledError as error:
+            raise ClusterLost(str(error)) from None
+        except OSError:
+            raise
+        except Exception as error:  # the task itself broke on its worker: the grader's failure, not the student's
+            graded = Graded(Outcome(Status.FAILED, f"{type(error).__name__}: {error}"), None)
+        finally:
+            future.release()
+        self.on_graded(submission_id, graded)
+
+    def again_or_not(self, submission_id: str) -> Graded | None:
+        """Send a submission no worker could finish again (None), or say why it is not: it ended the workers that
+        graded it DEATHS_FOR_A_LIMIT times (a limit), or workers died holding it MAX_SENDS times (the grader's)."""
+        deaths = self.deaths(submission_id)
+        self.sends[submission_id] += 1
+        if deaths >= DEATHS_FOR_A_LIMIT:
+            return Graded(Outcome(Status.TIMEOUT, tr(
+                "grading this submission ended the Dask worker grading it {count} times: recorded as a limit, not "
+                "tried again", count=deaths)), None)
+        if self.sends[submission_id] >= MAX_SENDS:
+            return Graded(Outcome(Status.FAILED, tr(
+                "the Dask workers holding this submission died {count} times before it was graded",
+                count=self.sends[submission_id])), None)
+        self.send(submission_id)
+        return None
+
+    def deaths(self, submission_id: str) -> int:
+        """How many workers started grading this submission in this batch, never to answer: each died."""
+        return sum(1 for _, event in self.client.get_events(STARTED)
+                   if isinstance(event, dict) and event.get("run") == self.run_id
+                   and event.get("submission") == submission_id)
+
+    def send_untaken_again(self) -> None:
+        taken = {key for keys in self.client.processing().values() for key in keys}
+        for future, submission_id in list(self.sent.items()):
+            if future.key in taken or future.done():
+                self.untaken.pop(future, None)
+                continue
+            self.untaken[future] += 1
+            if self.untaken[future] >= 2 and _slots(self.client, self.name):
+                del self.sent[future], self.untaken[future]
+                future.cancel()
+                if (graded := self.again_or_not(submission_id)) is not None:
+                    self.on_graded(submission_id, graded)
+
+
+def _slots(client: Client, name: str) -> int:
+    """How many submissions the cluster's workers can grade at once for this batch: the resource its slots offer,
+    summed over the workers that have it now (a worker that joins later adds its own)."""
+    workers = client.scheduler_info(n_workers=-1).get("workers", {})
+    return int(sum(worker.get("resources", {}).get(name, 0) for worker in workers.values()))
+
+
+def _read(text: str) -> Graded:
+    """A worker's answer, checked: anything but an outcome and a JSON object (or null) is the grader's failure."""
+    data = json.loads(text)
+    report = data["report"]
+    if report is not None and not isinstance(report, dict):
+        raise ValueError("the report is not a JSON object")
+    return Graded(Outcome.from_json(data["outcome"]), report)
