@@ -5,17 +5,19 @@ it, skips what is done, writes DIR/<id>.json as each report arrives, then grades
 class report, exactly as a local batch does (`schedule`). Only the grading moves: each submission travels as
 JSON (its exercise files, base64, and what intake noted), and each report comes back as JSON text.
 
-On every Dask worker a `SlotPlugin` (Dask's own mechanism for per-worker state) keeps one warm `Slot` per
-worker thread: the same `grader.batch.slot` process a local batch runs, with torch, pytest, the collected
-suites and a sandbox ready, at the worker's own isolation tier, limits and time budget. A worker whose kit
-(version, grader, solutions, suites) differs from the client's, or that cannot isolate what the batch
+On every Dask worker a `SlotPlugin` (`dask_worker`; Dask's own mechanism for per-worker state) keeps one warm
+`Slot` per worker thread: the same `grader.batch.slot` process a local batch runs, with torch, pytest, the
+collected suites and a sandbox ready, at the worker's own isolation tier, limits and time budget. A worker
+whose kit differs from the client's (`dask_worker.fingerprint`), or that cannot isolate what the batch
 protects, gets no slots and never offers the resource the grading tasks need: it is refused, in one line.
+Each batch has its own plugin and resource, removed when it ends (or, if it was killed outright, once its
+slots sat unused for `dask_worker.IDLE_S`).
 
-Faults: a worker that dies mid-submission gives its task back to the scheduler, which runs it elsewhere
-(the future ends once, so a report is written once); a submission whose grading ends its worker
-`distributed.scheduler.allowed-failures` + 1 times (Dask's default: 4) is recorded as a limit; a scheduler
-that goes away stops the batch (ClusterLost: exit 3) with every report written so far kept, and a rerun
-grades the rest.
+Faults (`_Dispatch`): a worker that dies mid-submission gives its task back to the scheduler, which runs it
+elsewhere (the future ends once, so a report is written once); only workers that died after starting to
+grade a submission count against it, and one that ended DEATHS_FOR_A_LIMIT of them is recorded as a limit.
+A scheduler that goes away stops the batch (ClusterLost: exit 3) with every report written so far kept, and
+a rerun grades the rest.
 
 Dask itself moves the task's function by reference with pickle between the client, the scheduler and the
 workers: they are the instructor's machines, one trust domain, and the scheduler must be reachable by them
@@ -26,7 +28,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import hashlib
 import json
 import logging
 import math
@@ -40,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from grader import lang
 from grader.batch import records
-from grader.batch.dask_worker import STARTED, SlotPlugin, describe, fingerprint, grade_on_worker
+from grader.batch.dask_worker import STARTED, SlotPlugin, describe, fingerprint, grade_on_worker, kit_version
 from grader.batch.jobs import Isolation, Job, Outcome, Status
 from grader.grade.selection import Selection
 from grader.intake.submission import SubmissionInputError, load
@@ -170,14 +171,20 @@ def grade(client: Client, jobs: dict[str, Job], selection: Selection, device: st
     expected = fingerprint(selection)
     environment = {name: os.environ[name] for name in GRADING_VARIABLES if name in os.environ}
     environment["GRADER_LANG"] = lang.current()
-    name = f"attention-kit-{hashlib.sha256(json.dumps([expected, device, environment]).encode()).hexdigest()[:16]}"
+    run_id = uuid.uuid4().hex[:12]
+    name = f"attention-kit-{run_id}"  # this batch's plugin and resource: another batch on the cluster has its own
+    try:
+        client.run_on_scheduler(kit_version)
+    except Exception as error:  # the scheduler could not unpickle a function of the kit: it has none
+        raise ClusterError(tr("the Dask scheduler cannot load the kit ({error}): install the same kit where it runs",
+                              error=f"{type(error).__name__}: {error}".splitlines()[0])) from None
     checks = client.run(describe, list(selection.exercises), selection.suite, expected, isolation.protect,
                         isolation.allow_unisolated, on_error="return")
     able = []
     for address, state in sorted(checks.items()):
         problem = state["problem"] if isinstance(state, dict) else f"{type(state).__name__}: {state}"
         if problem:
-            say(tr("grader: worker {address} refused: {problem}", address=address, problem=problem))
+            say(tr("grader: not grading on worker {address}: {problem}", address=address, problem=problem))
         else:
             able.append(address)
     if not able:
@@ -187,7 +194,7 @@ def grade(client: Client, jobs: dict[str, Job], selection: Selection, device: st
     client.register_plugin(SlotPlugin(name, expected, list(selection.exercises), selection.suite, device, isolation,
                                       environment), name=name)
     try:
-        _Dispatch(client, name, jobs, on_graded).run()
+        _Dispatch(client, name, run_id, jobs, on_graded).run()
     except OSError as error:  # the scheduler's connection closed (distributed's CommClosedError is an OSError)
         raise ClusterLost(str(error) or type(error).__name__) from None
     finally:
@@ -207,11 +214,11 @@ class _Dispatch:
     it) is judged the same way.
     """
 
-    def __init__(self, client: Client, name: str, jobs: dict[str, Job],
+    def __init__(self, client: Client, name: str, run_id: str, jobs: dict[str, Job],
                  on_graded: Callable[[str, Graded], None]) -> None:
         self.client = client
         self.name = name
-        self.run_id = uuid.uuid4().hex[:12]
+        self.run_id = run_id
         self.jobs = jobs
         self.on_graded = on_graded
         self.waiting = collections.deque(jobs)

@@ -4,18 +4,21 @@ submission in one of them (`grade_on_worker`). Every worker imports it from its 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
+import importlib.metadata
 import json
 import logging
 import os
 import queue
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
-from grader import __version__
+from grader import __version__, lang
 from grader.batch.jobs import Isolation, Job, Outcome, Status
 from grader.grade.selection import Selection, kit_root, select
 from grader.lang import tr
@@ -26,16 +29,32 @@ except ImportError:  # `cluster.require_distributed` says what to install before
     WorkerPlugin = object  # type: ignore[misc,assignment]
 
 SLOT_MARGIN_S = 60  # past a submission's budget, how long a worker waits for its slot before replacing it
+IDLE_S = 900.0  # a worker's slots unused this long are closed (see `SlotPlugin._close_when_idle`)
 STARTED = "attention-kit-started"  # the Dask event a grading task logs as it starts (see `cluster._Dispatch`)
 
 
 def fingerprint(selection: Selection) -> str:
-    """What a worker's kit must match: the version, the grader, the solutions, and the suites this batch runs."""
-    digest = hashlib.sha256(f"{__version__}|{selection.suite}|{','.join(selection.exercises)}".encode())
-    kit = [path for folder in ("grader", "solutions") for path in sorted((kit_root() / folder).rglob("*.py"))]
-    for path in sorted(selection.files) + kit:
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    """What a worker's kit must match: what decides a grade or a word of feedback. The kit's version and torch's;
+    the grader, the solutions and their catalogue, the suites this batch runs, the files staged beside every
+    submission, and the translations. Not the release's translated stubs, so that a checkout and the autograder
+    bundle built from it (which leaves them out) grade together."""
+    digest = hashlib.sha256(f"{__version__}|{_torch()}|{selection.suite}|{','.join(selection.exercises)}".encode())
+    root = kit_root()
+    kit = [path for folder in ("grader", "solutions") for path in (root / folder).rglob("*.py")
+           if "locale" not in path.relative_to(root).parts]
+    kit += [path for folder in lang.DOMAINS.values() for path in (root / folder).glob("*/LC_MESSAGES/*.po")]
+    kit += [root / "exercises" / name for name in ("__init__.py", "config.py")]
+    for path in sorted(selection.files) + sorted(set(kit)):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
+
+
+def _torch() -> str:
+    """The installed torch's version, without importing it (the batch's own process never does)."""
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
 
 
 def describe(exercises: list[str], suite: str, expected: str, protect: str, allow_unisolated: bool) -> dict[str, str]:
@@ -45,8 +64,8 @@ def describe(exercises: list[str], suite: str, expected: str, protect: str, allo
     problem = ""
     try:
         if fingerprint(select(exercises, suite)) != expected:
-            problem = tr("its kit differs from this one (version {version}, or its grader, solutions or suites): "
-                         "install the same kit on it", version=__version__)
+            problem = tr("its kit differs from this one (version {version}, or its grader, solutions, suites or "
+                         "torch): install the same kit on it", version=__version__)
         else:
             tier = tiers.refuse_unless_isolated(why=protect, allowed=allow_unisolated).tier
     except Exception as error:  # a usage refusal (no isolation, Python unreachable) or a broken install
@@ -81,7 +100,8 @@ class SlotPlugin(WorkerPlugin):
                          self.isolation.allow_unisolated)
         if state["problem"]:  # no slots, no resource: the scheduler never sends this worker a submission
             self.refused = state["problem"]
-            logging.getLogger("grader.cluster").error("grader: worker %s refused: %s", worker.address, self.refused)
+            logging.getLogger("grader.cluster").error("grader: not grading on worker %s: %s", worker.address,
+                                                      self.refused)
             return
         remove_stale_stages()
         self._folder = Path(tempfile.mkdtemp(prefix=f"grader-cluster-{os.getpid()}-"))
@@ -93,27 +113,41 @@ class SlotPlugin(WorkerPlugin):
             self._started.append(slot)
             self._slots.put(slot)
         await worker.set_resources(**{self.resource: len(self._started)})
+        self._used_at = time.monotonic()
+        self._idle = asyncio.ensure_future(self._close_when_idle(worker))
+
+    async def _close_when_idle(self, worker: Any) -> None:
+        """Close the slots once none has graded for IDLE_S: a batch unregisters its plugin when it ends, but a batch
+        killed outright cannot, and its slots would hold their sandboxes until the worker stops."""
+        while self._started:
+            await asyncio.sleep(IDLE_S / 10)
+            if self._slots.qsize() == len(self._started) and time.monotonic() - self._used_at > IDLE_S:
+                await self.teardown(worker)
 
     async def teardown(self, worker: Any) -> None:
         if not getattr(self, "_started", None):
             return
+        started, self._started = self._started, []
         with contextlib.suppress(Exception):
             await worker.set_resources(**{self.resource: 0})
-        for slot in self._started:
+        for slot in started:  # each waits up to 10 s for its slot to stop: not on the worker's event loop
             with contextlib.suppress(Exception):
-                slot.close()
-        self._started.clear()
+                await asyncio.to_thread(slot.close)
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
 
     def grade(self, job: dict[str, Any]) -> str:
         """Grade one submission in a free slot; the outcome and the report, as JSON text."""
         if self._folder is None:  # never sent here: only the workers it accepted offer the resource the task needs
             raise RuntimeError(tr("this worker refused the batch: {problem}", problem=self.refused))
         slot = self._slots.get()
+        self._used_at = time.monotonic()
         partial = Path(tempfile.mkdtemp(dir=self._folder / "reports")) / "report.json"
         try:
-            secrets = [*self.isolation.secrets, str(self._folder)]
+            # Other submissions' reports: the stages beside them are for uid 65534 to cross (0711), as a local
+            # batch's are, and each sandbox sees only its own.
+            secrets = [*self.isolation.secrets, str(self._folder / "reports")]
             graded = Job(**{**job, "report": str(partial),
                             "isolation": Isolation(secrets, self.isolation.protect, self.isolation.allow_unisolated)})
             outcome = slot.grade(graded, timeout_s=graded.timeout_s + SLOT_MARGIN_S)
@@ -122,6 +156,7 @@ class SlotPlugin(WorkerPlugin):
             outcome, report = Outcome(Status.FAILED, tr("the report is missing")), "null"
         finally:
             shutil.rmtree(partial.parent, ignore_errors=True)
+            self._used_at = time.monotonic()
             self._slots.put(slot)
         return f'{{"outcome": {json.dumps(outcome.to_json())}, "report": {report}}}'
 
@@ -136,3 +171,8 @@ def grade_on_worker(name: str, run: str, submission_id: str, job: dict[str, Any]
     worker = get_worker()
     worker.log_event(STARTED, {"run": run, "submission": submission_id, "worker": worker.address})
     return worker.plugins[name].grade(job)
+
+
+def kit_version() -> str:
+    """Run on the scheduler before a batch sends anything: it unpickles every task, so it must load the kit too."""
+    return __version__

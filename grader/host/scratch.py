@@ -61,12 +61,14 @@ def holds_over(folder: Path, *, files: int, size: int) -> bool:
 
 
 def remove_stale_stages(folder: Path | None = None) -> None:
-    """Remove the stages (`grader-<pid>-*`, `grader-batch-<pid>-*`) of grader processes that were killed outright."""
+    """Remove the stages (`grader-<pid>-*`, `grader-batch-<pid>-*`, a Dask worker's `grader-cluster-<pid>-*`) of
+    grader processes that were killed outright."""
     folder = folder or Path(tempfile.gettempdir())
     with contextlib.suppress(OSError):
         for entry in folder.iterdir():
             parts = entry.name.split("-")
-            pid = parts[2] if entry.name.startswith("grader-batch-") else parts[1] if len(parts) > 2 else ""
+            named = entry.name.startswith(("grader-batch-", "grader-cluster-"))
+            pid = parts[2] if named and len(parts) > 3 else parts[1] if len(parts) > 2 and not named else ""
             if entry.name.startswith("grader-") and pid.isdigit() and not psutil.pid_exists(int(pid)) \
                     and entry.is_dir() and not entry.is_symlink() and entry.stat().st_uid == os.geteuid():
                 remove(entry)
