@@ -82,6 +82,13 @@ def _jupyter_server(root: Path, runtime: Path, env: dict[str, str]) -> Iterator[
             assert server.poll() is None and time.monotonic() < deadline, f"no jupyter server: {log.read_text()}"
             time.sleep(0.05)
         url = json.loads(files[0].read_text())["url"]
+        while True:  # its runtime file may come before it listens, on a busy machine
+            try:
+                _api(f"{url}api/status", token)
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, f"no jupyter server: {log.read_text()}"
+                time.sleep(0.1)
         yield url, token
     finally:
         server.terminate()  # it stops, shutting its kernels down

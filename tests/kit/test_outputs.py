@@ -18,9 +18,11 @@ import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 import termios
 import time
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -93,10 +95,11 @@ def test_an_error_message_cannot_draw_a_fake_score_table(tmp_path):
     assert "\\x1b[2J" in report["exercises"][0]["tests"][0]["message"], "the message should be shown, quoted"
 
 
-def test_a_narrow_terminal_wraps_feedback_between_words(tmp_path):
+def test_a_narrow_terminal_wraps_feedback_between_words(short_tmp_path):
     """At 80 columns every long message wraps at a space and keeps its indent, and the title keeps the path whole."""
     from grader.judge import variants
 
+    tmp_path = short_tmp_path  # pytest's own may be too long to fit (pytest-of-root/pytest-N/popen-gw0/...)
     # A path that fits the terminal, but not with the rest of the title after it.
     room = 76 - len(str(tmp_path / "exercises"))
     submission = tmp_path / "lms-export-of-week-3-submissions"[: max(1, room)] / "exercises"
@@ -114,6 +117,13 @@ def test_a_narrow_terminal_wraps_feedback_between_words(tmp_path):
     for line, after in itertools.pairwise(lines):
         broken = len(line) == 80 and line[-1].isalnum() and after[:1].isalnum()
         assert not broken, f"a word broken across lines:\n{line}\n{after}"
+
+
+@pytest.fixture
+def short_tmp_path() -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix="kit-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_show_quotes_the_error_message(grader_cli):

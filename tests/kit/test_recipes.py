@@ -141,8 +141,11 @@ def run_workflow(workflow: Path, repository: Path, base: Path, *, sysctl_lifts: 
     """Run the job of `workflow` as Actions would on ubuntu-24.04, in a clone of `repository` made under `base`."""
     definition = yaml.safe_load(workflow.read_text())
     (name, job), = definition["jobs"].items()
-    home, workspace, runner_python = base / "home", base / "workspace", base / "python"
-    for folder in (home, workspace, runner_python):  # the runner's own: it runs as an unprivileged user
+    home, workspace, runner_python, temporary = base / "home", base / "workspace", base / "python", base / "tmp"
+    # The runner's own: it runs as an unprivileged user. Its TMPDIR too: here that user is uid 65534, whose files
+    # in /tmp a grader at the user or none tier running beside this test (pytest-xdist) removes as a sandbox's
+    # leftovers; a real runner is a user of its own, and its files in /tmp are safe from that.
+    for folder in (home, workspace, runner_python, temporary):
         folder.mkdir()
         os.chown(folder, NOBODY, NOBODY)
     lifted, sudo_log, tools = home / "apparmor-lifted", home / "sudo.log", base / "tools"  # `sudo` runs as the runner
@@ -150,7 +153,7 @@ def run_workflow(workflow: Path, repository: Path, base: Path, *, sysctl_lifts: 
     program(tools, "sudo", RUNNER_SUDO.format(log=sudo_log, lifted=lifted, lifts="yes" if sysctl_lifts else "no"))
     python: Path | None = None
     declared = {**definition.get("env", {}), **job.get("env", {})}
-    environment = plain_environment(HOME=str(home), CI="true", GITHUB_ACTIONS="true", TMPDIR="/tmp",
+    environment = plain_environment(HOME=str(home), CI="true", GITHUB_ACTIONS="true", TMPDIR=str(temporary),
                                     **{k: str(v) for k, v in declared.items()})
     outcomes: list[tuple[str, str]] = []
     log: list[str] = []
