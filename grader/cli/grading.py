@@ -21,7 +21,7 @@ from grader.cli.parse import EXIT_FAIL_UNDER, EXIT_GRADER_FAILED, EXIT_OK, die, 
 from grader.cli.render import render, render_summary
 from grader.grade.reports import GradeReport, to_exercism, to_gradescope, write_json
 from grader.grade.selection import Selection, UsageError, select
-from grader.host import tiers
+from grader.host import portable, tiers
 from grader.host.limits import Limits
 from grader.host.session import GradingSession, resolve_device
 from grader.host.tiers import IsolationRefused
@@ -95,6 +95,10 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
         tiers.protect(args.submissions)
         tiers.protect(args.out)
         protect = tiers.exposure(selection.suite) or "other students' submissions are graded here"
+        if args.cluster is None and portable.wanted():
+            raise ValueError(tr("grader batch grades on Linux only, and workers are spawned here ({why}): run it on "
+                                "a Linux machine or in a Linux container, or with --cluster on Linux workers",
+                                why=portable.reason()))
         if args.cluster is None:
             tiers.refuse_unless_isolated(why=protect, allowed=args.allow_unisolated)
         else:  # no submission runs here: each worker's own isolation is checked when the batch starts

@@ -7,16 +7,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grader.host import tiers
+from grader.host import portable, tiers
 from grader.host.limits import Limits
-from grader.host.sandbox import Sandbox
 from grader.host.scratch import remove_stale_stages
-from grader.host.workers import Client, WorkerProcess
 from grader.intake import submission as submissions
 
 if TYPE_CHECKING:
     from grader.host.connection import Connection
+    from grader.host.portable import PortableClient, PortableSandbox
     from grader.host.remote import RemoteSubmission
+    from grader.host.sandbox import Sandbox
+    from grader.host.spawned import PortableWorker
+    from grader.host.workers import Client, WorkerProcess
 
 
 def refuse_unavailable_device(requested: str) -> None:
@@ -55,7 +57,7 @@ def resolve_device(requested: str) -> str:
 
 
 def start_sandbox(loaded: submissions.Submission, *, device: str, limits: Limits, protect: str = "",
-                  allow_unisolated: bool = False) -> tuple[Sandbox, Client]:
+                  allow_unisolated: bool = False) -> tuple[Sandbox | PortableSandbox, Client | PortableClient]:
     """A sandbox connected to `loaded`, of the strongest tier that works here and has not failed its self-test.
 
     A sandbox that fails its self-test says so when its first worker is awaited (SandboxUnsafe);
@@ -63,7 +65,13 @@ def start_sandbox(loaded: submissions.Submission, *, device: str, limits: Limits
     IsolationRefused when that is `none` and there is something to `protect` (see `tiers`).
     """
     choice = tiers.refuse_unless_isolated(why=protect, allowed=allow_unisolated)
-    sandbox = Sandbox(device=device, limits=limits, tier=choice.tier)
+    sandbox: Sandbox | PortableSandbox
+    if portable.wanted():
+        sandbox = portable.PortableSandbox(device=device, limits=limits)
+    else:
+        from grader.host.sandbox import Sandbox
+
+        sandbox = Sandbox(device=device, limits=limits, tier=choice.tier)
     try:
         return sandbox, sandbox.connect(loaded)
     except BaseException:
@@ -77,9 +85,9 @@ class Workers:
 
     submission: submissions.Submission
     device: str
-    sandbox: Sandbox
-    client: Client
-    owned: list[Sandbox] = field(default_factory=list)
+    sandbox: Sandbox | PortableSandbox
+    client: Client | PortableClient
+    owned: list[Sandbox | PortableSandbox] = field(default_factory=list)
     protect: str = ""  # what an unisolated sandbox would expose (refused then), see `tiers`
     allow_unisolated: bool = False
     warm_wanted: bool = False  # tests that need a warm worker were collected: every sandbox is asked to warm up
@@ -90,7 +98,7 @@ class Workers:
             self.warm_wanted = True
             self.client.warm()
 
-    def start(self, *, fresh: bool = False) -> WorkerProcess:
+    def start(self, *, fresh: bool = False) -> WorkerProcess | PortableWorker:
         """A new worker; in a new sandbox when the current one died, or when `fresh`."""
         if fresh or not self.sandbox.alive():
             self.client.close()
@@ -104,7 +112,7 @@ class Workers:
         return self.client.spawn()
 
     @property
-    def used(self) -> list[Sandbox]:
+    def used(self) -> list[Sandbox | PortableSandbox]:
         """Every sandbox this submission's workers ran in: the current one, and those it started (or was given)."""
         return list(dict.fromkeys([self.sandbox, *self.owned]))
 

@@ -76,12 +76,15 @@ def requested() -> str:
 def choose() -> Choice:
     """The strongest tier that works here, or that GRADER_SANDBOX leaves (a misspelt one is a usage error);
     Unreachable, whatever the tier, where uid 65534 would run the submissions and cannot reach Python."""
+    from grader.host import portable
     from grader.host.bubblewrap import bwrap_problem
 
     wanted = requested()
     problem = reach.problem()
     if problem is not None:
         raise Unreachable(problem)
+    if portable.wanted():  # no zygote: no sandbox but the `none` tier's (see grader.host.portable)
+        return Choice("none", (portable.reason(),))
     skipped = f"GRADER_SANDBOX={wanted} is set"
     reasons = []
     problem = skipped if wanted != "auto" else _unsafe.get("bubblewrap") or bwrap_problem()
@@ -125,8 +128,14 @@ def refuse_unless_isolated(*, why: str, allowed: bool) -> Choice:
 
 def warnings(tier: str, exposed: list[str]) -> list[str]:
     """What a report below bubblewrap says: the tier, why no stronger one, and what the sandbox did not stop."""
+    from grader.host import portable
+
     why = choose().summary() if choose().tier == tier else tr("a stronger sandbox failed its self-test")
     lines = [tr("sandbox: {tier}, not bubblewrap ({why})", tier=tier, why=why)]
+    if tier == "none" and portable.wanted():
+        lines.append(tr("workers were started on their own (spawn), unconfined: a submission could read and change "
+                        "whatever this user can, and reach the network"))
+        return lines
     if exposed:
         lines.append(tr("the {tier} sandbox's self-test found that a submission can: {found}", tier=tier,
                         found="; ".join(exposed)))

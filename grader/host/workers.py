@@ -223,23 +223,7 @@ class WorkerProcess:
         reply = self._client.call({"op": "status", "pid": pid, "wait_s": 2.0}) if pid else None
         status = (reply or {}).get("status") or {}
         self.kill()
-        if not status:
-            return tr("the worker was killed together with its sandbox")
-        if status.get("running"):
-            return tr("the worker closed its connection")
-        if "signal" in status:
-            name = signal.Signals(int(status["signal"])).name
-            limits = self.limits
-            why = {
-                "SIGSEGV": tr("a segmentation fault"),
-                "SIGKILL": tr("killed, most often for running out of memory, starting over {tasks} threads or "
-                              "creating over {inodes} files", tasks=limits.tasks, inodes=limits.inodes),
-                "SIGXCPU": tr("over the {seconds} s CPU-time limit", seconds=limits.cpu_seconds),
-                "SIGXFSZ": tr("over the {mib} MiB file-size limit", mib=limits.file_size_bytes // 2**20),
-                "SIGABRT": tr("aborted"),
-            }
-            return tr("the worker crashed with {signal} ({why})", signal=name, why=why.get(name) or tr("a signal"))
-        return tr("the worker exited with code {code}", code=status.get("exit"))
+        return death_reason(status, self.limits)
 
     def kill(self, *, wait: bool = True) -> None:
         """Kill this worker and everything it started (the zygote knows them all); without `wait`, only ask."""
@@ -254,6 +238,26 @@ class WorkerProcess:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._to_worker = self._from_worker = -1
+
+
+def death_reason(status: dict[str, Any], limits: Limits) -> str:
+    """How a worker died, in words: `status` is {"signal": n}, {"exit": code}, {"running": True} or {} (unknown)."""
+    if not status:
+        return tr("the worker was killed together with its sandbox")
+    if status.get("running"):
+        return tr("the worker closed its connection")
+    if "signal" in status:
+        name = signal.Signals(int(status["signal"])).name
+        why = {
+            "SIGSEGV": tr("a segmentation fault"),
+            "SIGKILL": tr("killed, most often for running out of memory, starting over {tasks} threads or "
+                          "creating over {inodes} files", tasks=limits.tasks, inodes=limits.inodes),
+            "SIGXCPU": tr("over the {seconds} s CPU-time limit", seconds=limits.cpu_seconds),
+            "SIGXFSZ": tr("over the {mib} MiB file-size limit", mib=limits.file_size_bytes // 2**20),
+            "SIGABRT": tr("aborted"),
+        }
+        return tr("the worker crashed with {signal} ({why})", signal=name, why=why.get(name) or tr("a signal"))
+    return tr("the worker exited with code {code}", code=status.get("exit"))
 
 
 def _drain(fd: int, tail: OutputTail) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import resource
 import sys
 import traceback
 import types
@@ -42,6 +41,10 @@ def serve(fd_in: int, fd_out: int, *, limits: dict[str, int], threads: int) -> N
 
 
 def _limit_resources(limits: dict[str, int]) -> None:
+    if not limits:
+        return
+    import resource  # not at module level: Windows has no `resource`, and the portable path sends no limits there
+
     for name, value in limits.items():
         kind = getattr(resource, name)
         _, hard = resource.getrlimit(kind)

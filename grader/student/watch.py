@@ -8,6 +8,8 @@ Saves are found by polling the files' modification times and sizes: no dependenc
 on every file system, editors that replace files included. Every check runs in one process kept
 warm for the session (`warm`), each in a fresh child with a fresh worker: as sandboxed, and graded
 the same, as a plain `grader check`, without paying for torch's import and a new sandbox each time.
+Where workers are spawned rather than forked (Windows, macOS, GRADER_WORKERS=spawn), each check is a
+plain `grader check` of its own (`cold`).
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from rich.markup import escape
 
 from grader.curriculum import BY_ID, EXERCISES, prerequisites
 from grader.grade.scoring import ExerciseStatus
+from grader.host import portable
 from grader.intake.submission import exercise_folder
 from grader.lang import tr
 from grader.student import state
+from grader.student.cold import ColdChecker
 from grader.student.next_step import next_exercise
 from grader.student.warm import FirstFailure, WarmChecker
 from grader.text import clean
@@ -75,7 +79,7 @@ def watch(submission: Path, exercise: str | None, *, console: Console, quick: bo
     """Check once, then again after every save, until Ctrl-C (exit 0); every check in one warm process."""
     runs = 0
     saved: list[str] = []
-    checker = WarmChecker(quick=quick)
+    checker: WarmChecker | ColdChecker = ColdChecker(quick=quick) if portable.wanted() else WarmChecker(quick=quick)
     try:
         while True:
             target = exercise or next_exercise(submission, saved=saved)
@@ -122,7 +126,8 @@ def _exercise_of(name: str) -> str | None:
     return stem if stem in BY_ID else None
 
 
-def _check(checker: WarmChecker, submission: Path, exercises: list[str], console: Console, *, quick: bool) -> None:
+def _check(checker: WarmChecker | ColdChecker, submission: Path, exercises: list[str], console: Console, *,
+           quick: bool) -> None:
     """One check, shown as `grader check` shows it: the first failure as soon as it is known, then the table."""
     from grader.cli.render import marks_for, render, say
     from grader.intake.submission import SubmissionInputError, load

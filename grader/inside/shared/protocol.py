@@ -32,6 +32,8 @@ __all__ = ["MAX_DEPTH", "MAX_ITEMS", "Decoder", "Encoder", "ProtocolError", "dty
 MAGIC = b"GRDR"
 _PREFIX = struct.Struct("<4sQQ")
 
+_WRITEV = hasattr(os, "writev")
+
 MAX_JSON_BYTES = 16 * 2**20
 MAX_BLOB_BYTES = 256 * 2**20
 
@@ -63,7 +65,8 @@ def write_message(fd: int, header: dict[str, Any], tensors: dict[str, torch.Tens
         if deadline is not None and deadline <= time.monotonic():
             raise Timeout("the other side stopped reading before the deadline")
         try:
-            written = os.writev(fd, parts)
+            # Windows has no writev: a part at a time there (where writes have no deadline, see grader.host.portable)
+            written = os.writev(fd, parts) if _WRITEV else os.write(fd, parts[0])
         except BlockingIOError:  # the pipe is full: wait until it drains, within the deadline
             left = None if deadline is None else deadline - time.monotonic()
             if (left is not None and left <= 0) or not select.select([], [fd], [], left)[1]:

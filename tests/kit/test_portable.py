@@ -1,0 +1,175 @@
+"""The portable path (Windows, macOS), taken here on Linux with GRADER_WORKERS=spawn, as a student takes it.
+
+Each check runs in a student release (`grader release`), with `python -m grader` from its folder, as on a
+laptop: workers are spawned, not forked from a zygote; they talk over their standard input and output; no
+seccomp, Landlock or rlimits; the `none` tier, said in every report. The reference gets full marks on the
+public suite, the stubs 0, a known mistake loses points with its message, a segmentation fault is contained
+and the next exercise is graded. What the portable path imports at module level is checked against what
+Windows lacks: the OS jobs of .github/workflows/portable.yml run these tests where Actions runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grader.judge import variants
+from grader.release import build
+
+REPO = Path(__file__).resolve().parents[2]
+SPAWN = {"GRADER_WORKERS": "spawn", "OMP_NUM_THREADS": "1", "NO_COLOR": "1", "COLUMNS": "160"}
+TIMEOUT_S = 300
+
+# What Windows does not have, imported by the kit's own code (third-party code chooses by platform itself).
+LINUX_ONLY = ("resource", "fcntl", "termios", "pwd", "grp", "pty", "tty", "seccomp", "landlock", "pyseccomp")
+GUARD = textwrap.dedent(f"""
+    import builtins
+    _import = builtins.__import__
+    def _guarded(name, globals=None, locals=None, fromlist=(), level=0):
+        importer = (globals or {{}}).get("__name__") or ""
+        if level == 0 and name.partition(".")[0] in {LINUX_ONLY!r} and importer.partition(".")[0] == "grader":
+            raise ImportError(f"{{importer}} imports {{name}}, which Windows does not have")
+        return _import(name, globals, locals, fromlist, level)
+    builtins.__import__ = _guarded
+""")
+# The modules of the student's loop on the portable path: the command line, a check, watch, %grader, the worker.
+PORTABLE_MODULES = ("grader.cli.main", "grader.host.portable", "grader.host.session", "grader.grade.runner",
+                    "grader.judge.plugin", "grader.student.watch", "grader.student.jupyter", "grader.student.show",
+                    "grader.inside.portable", "grader.inside.worker", "grader.inside.shared.protocol")
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("portable") / "student"
+    build(out)
+    return out
+
+
+def grader_in(release: Path, *args: str, env: dict[str, str] | None = None,
+              timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    """`python -m grader ARGS` in the release's folder, with GRADER_WORKERS=spawn."""
+    return subprocess.run([sys.executable, "-m", "grader", *args], cwd=release, capture_output=True, text=True,
+                          env={**os.environ, **SPAWN, "GRADER_STATE_DIR": str(release / ".grader"), **(env or {})},
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def check(release: Path, submission: Path, report: Path, *exercises: str) -> dict[str, Any]:
+    done = grader_in(release, "check", *exercises, "--submission", str(submission), "--json", str(report))
+    assert done.returncode == 0, f"exit {done.returncode}:\n{(done.stderr or done.stdout)[-2000:]}"
+    assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
+    return json.loads(report.read_text(encoding="utf-8"))
+
+
+def scores(report: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    return {e["id"]: (e["score"], e["max_score"]) for e in report["exercises"]}
+
+
+def solved(tmp_path: Path, **replaced: str) -> Path:
+    """The reference's exercise files, some replaced by the sources given."""
+    folder = tmp_path / "exercises"
+    folder.mkdir()
+    for solution in (REPO / "solutions").glob("*.py"):
+        shutil.copyfile(solution, folder / solution.name)
+    for exercise, source in replaced.items():
+        (folder / f"{exercise}.py").write_text(source, encoding="utf-8")
+    return folder
+
+
+def test_the_reference_gets_full_marks_and_the_stubs_zero_at_the_none_tier_it_names(release: Path,
+                                                                                    tmp_path: Path):
+    reference = check(release, solved(tmp_path), tmp_path / "reference.json")
+    assert reference["suite"] == "public"
+    assert all(score == top > 0 for score, top in scores(reference).values()), scores(reference)
+    stubs = check(release, release / "exercises", tmp_path / "stubs.json")
+    assert stubs["score"] == 0, scores(stubs)
+    for report in (reference, stubs):
+        assert report["sandbox"] == "none", report["sandbox"]
+        said = " ".join(report["warnings"])
+        assert "GRADER_WORKERS=spawn" in said and "unconfined" in said, report["warnings"]
+
+
+def test_a_known_mistake_loses_points_with_its_message(release: Path, tmp_path: Path):
+    mistake = next(v for v in variants.mistakes("attention") if v.name == "mask_ignored")
+    report = check(release, solved(tmp_path, attention=mistake.source), tmp_path / "report.json", "attention")
+    attention = report["exercises"][0]
+    assert attention["score"] < attention["max_score"], scores(report)
+    messages = [t["message"] for t in attention["tests"] if t["points"] < t["max_points"]]
+    assert any(mistake.diagnosis in message for message in messages), messages
+
+
+def test_a_segfault_costs_its_exercise_only_and_the_next_is_graded(release: Path, tmp_path: Path):
+    crashing = (REPO / "solutions" / "positional_encoding.py").read_text(encoding="utf-8") + textwrap.dedent("""
+
+        import ctypes
+
+        _forward = PositionalEncoding.forward
+
+
+        def _crash(self, x):
+            ctypes.string_at(0)
+
+
+        PositionalEncoding.forward = _crash
+    """)
+    report = check(release, solved(tmp_path, positional_encoding=crashing), tmp_path / "report.json",
+                   "positional_encoding", "sublayers")
+    graded = scores(report)
+    assert graded["positional_encoding"][0] < graded["positional_encoding"][1], graded
+    assert graded["sublayers"][0] == graded["sublayers"][1] > 0, graded
+    lost = [t["message"] for t in report["exercises"][0]["tests"] if t["points"] < t["max_points"]]
+    assert any("SIGSEGV" in message for message in lost), lost
+
+
+def test_batch_and_the_hidden_suite_are_refused_in_one_line(release: Path, tmp_path: Path):
+    (tmp_path / "class" / "alice").mkdir(parents=True)
+    batch = grader_in(release, "batch", str(tmp_path / "class"), "--out", str(tmp_path / "out"))
+    assert batch.returncode == 2 and batch.stderr.count("\n") == 1, batch.stderr
+    assert "GRADER_WORKERS=spawn" in batch.stderr and not (tmp_path / "out").exists(), batch.stderr
+    # In the kit's own checkout the hidden tests and solutions are there to be read: refused at the none tier.
+    hidden = subprocess.run([sys.executable, "-m", "grader", "check", "attention", "--suite", "hidden"], cwd=REPO,
+                            capture_output=True, text=True, env={**os.environ, **SPAWN}, timeout=TIMEOUT_S)
+    assert hidden.returncode == 2 and hidden.stderr.startswith("grader: error: refused"), hidden.stderr
+    assert hidden.stderr.count("\n") == 1, hidden.stderr
+
+
+def test_watch_checks_as_grader_check_does(release: Path, tmp_path: Path):
+    submission = solved(tmp_path)
+    done = grader_in(release, "watch", "attention", "--submission", str(submission), "--max-runs", "1")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "attention" in done.stdout and "10/10" in done.stdout, done.stdout
+
+
+def test_a_misspelt_grader_workers_is_one_line(release: Path):
+    done = grader_in(release, "check", "attention", env={"GRADER_WORKERS": "spwan"})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "GRADER_WORKERS='spwan'" in done.stderr and "auto, fork or spawn" in done.stderr, done.stderr
+
+
+def test_the_portable_path_imports_nothing_windows_lacks():
+    """Each module of the student's loop imported with the Linux-only modules refused to the kit's code, in a
+    process of its own; and a full check run so, which catches imports inside functions on the path too."""
+    imports = GUARD + "import importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in PORTABLE_MODULES)
+    done = subprocess.run([sys.executable, "-c", imports], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, **SPAWN}, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    run = GUARD + "import runpy, sys\nsys.argv = ['grader', 'check', 'attention', '--submission', 'solutions']\n" \
+                  "runpy.run_module('grader', run_name='__main__', alter_sys=True)\n"
+    graded = subprocess.run([sys.executable, "-c", run], cwd=REPO, capture_output=True, text=True,
+                            env={**os.environ, **SPAWN, "GRADER_SANDBOX": "none"}, timeout=TIMEOUT_S)
+    assert graded.returncode == 0 and "10/10" in graded.stdout, (graded.stderr or graded.stdout)[-2000:]
+
+
+def test_the_guard_itself_refuses_a_linux_only_import():
+    """The check above can fail: a kit module that imports `resource` at module level is refused."""
+    probe = GUARD + "import types, sys\nmodule = types.ModuleType('grader.probe')\n" \
+                    "exec('import resource', module.__dict__)\n"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "Windows does not have" in done.stderr, done.stderr
