@@ -378,6 +378,11 @@ def test_actionlint_passes_the_generated_workflow(autograder: Path, actionlint: 
     assert not findings, "actionlint:\n" + "\n".join(findings)
 
 
+def test_actionlint_passes_the_kits_own_portable_workflow(actionlint: Callable[[Path], list[str]]):
+    findings = actionlint(REPO / ".github" / "workflows" / "portable.yml")  # macOS and Windows: tests/kit/test_portable
+    assert not findings, "actionlint:\n" + "\n".join(findings)
+
+
 def test_actionlint_fails_a_broken_copy_of_the_workflow(
     autograder: Path, actionlint: Callable[[Path], list[str]], tmp_path: Path
 ):
