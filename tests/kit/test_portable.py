@@ -102,7 +102,9 @@ def test_a_known_mistake_loses_points_with_its_message(release: Path, tmp_path: 
     attention = report["exercises"][0]
     assert attention["score"] < attention["max_score"], scores(report)
     messages = [t["message"] for t in attention["tests"] if t["points"] < t["max_points"]]
-    assert any(mistake.diagnosis in message for message in messages), messages
+    # A student's install has no catalogue of mistakes, so the test's hint says it; where the kit is installed too
+    # (this machine), the diagnosis does: both name the fix.
+    assert any("mask == 0" in message and "-inf before the softmax" in message for message in messages), messages
 
 
 def test_a_segfault_costs_its_exercise_only_and_the_next_is_graded(release: Path, tmp_path: Path):
