@@ -77,6 +77,13 @@ def reason() -> str:
     return tr("{system} has no namespaces, seccomp or Landlock", system=_system())
 
 
+def remedy() -> str:
+    """How to grade with isolation instead, in a few words."""
+    if sys.platform.startswith("linux"):
+        return tr("unset GRADER_WORKERS, so that workers are forked in Linux's sandbox")
+    return tr("grade on Linux")
+
+
 def _system() -> str:
     return {"darwin": "macOS", "win32": "Windows"}.get(sys.platform, sys.platform)
 

@@ -117,7 +117,14 @@ def accepted_unisolated() -> bool:
 
 def refuse_unless_isolated(*, why: str, allowed: bool) -> Choice:
     """The tier to grade at; IsolationRefused when it is `none` and the run has something to protect (`why`)."""
+    from grader.host import portable
+
     choice = choose()
+    if choice.tier == "none" and why and not (allowed or accepted_unisolated()) and portable.wanted():
+        raise IsolationRefused(tr(
+            "refused: {why}, and workers are spawned here without isolation ({reasons}), so the submission could "
+            "read them; {fix}, or pass --allow-unisolated (or set GRADER_SANDBOX=none) to accept that",
+            why=why, reasons=choice.summary(), fix=portable.remedy()))
     if choice.tier == "none" and why and not (allowed or accepted_unisolated()):
         raise IsolationRefused(tr(
             "refused: {why}, and this machine offers no isolation ({reasons}), so the submission could read them; run "
