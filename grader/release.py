@@ -136,10 +136,11 @@ LANGUAGE_LINES = {
 def _grade_in(recipe: Path, language: str) -> None:
     """Have the copied `recipe` grade in `language`."""
     anchor, line = LANGUAGE_LINES[recipe.name]
-    text = recipe.read_text()
+    text = recipe.read_text(encoding="utf-8")
     if text.count(anchor) != 1:
         raise ReleaseError(f"{recipe.name} no longer has the line a release in {language} extends: fix LANGUAGE_LINES")
-    recipe.write_text(text.replace(anchor, line.format(language=language)))
+    # newline="\n": a release built on Windows must not give Gradescope's shell script and Actions' workflow CRLFs.
+    recipe.write_text(text.replace(anchor, line.format(language=language)), encoding="utf-8", newline="\n")
 
 
 def _readme(bundle: Bundle, language: str) -> str:

@@ -41,7 +41,7 @@ def recorded(entry: Entry, selection: Selection, report_key: str, outcome: Outco
 
 def read(path: Path) -> ReportJSON | None:
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if contract_shaped(data) else None

@@ -236,7 +236,7 @@ class Slot:
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - the slot writes here until close()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "grader.batch.slot", self._device], cwd=kit_root(), stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=self._log, text=True,
+            stdout=subprocess.PIPE, stderr=self._log, text=True, encoding="utf-8",
             env={**os.environ, **self._environment, "OMP_NUM_THREADS": "1", "GRADER_STAGE_DIR": str(self._stage_dir)},
             preexec_fn=_die_with_batch,
         )

@@ -50,8 +50,8 @@ def main() -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     # Jobs and results travel on copies of stdin and stdout: pytest captures fds 0-2 while it runs,
     # and nothing else may write results, not even by accident.
-    jobs = os.fdopen(os.dup(0), "r")
-    results = os.fdopen(os.dup(1), "w")
+    jobs = os.fdopen(os.dup(0), "r", encoding="utf-8")
+    results = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     device = sys.argv[1] if len(sys.argv) > 1 else "auto"
 
@@ -150,7 +150,7 @@ class _Slot:
         from grader.judge import diagnosis
 
         try:
-            failed = [entry["id"] for entry in json.loads(report.read_text())["exercises"]
+            failed = [entry["id"] for entry in json.loads(report.read_text(encoding="utf-8"))["exercises"]
                       if entry["score"] < entry["max_score"]]
         except (OSError, ValueError, KeyError, TypeError):
             return
@@ -221,7 +221,7 @@ class _Slot:
             return Outcome(Status.GRADED, seconds=seconds)
         reason = ""
         with contextlib.suppress(OSError, IndexError):
-            reason = error_file.read_text().strip().splitlines()[-1]
+            reason = error_file.read_text(encoding="utf-8").strip().splitlines()[-1]
             error_file.unlink()
         if code == EXIT_SANDBOX_FAILED:
             raise WorkerStartError(reason or tr("the sandbox failed during grading"))
@@ -255,7 +255,7 @@ class _Slot:
 
     def _child_failed(self) -> NoReturn:
         with contextlib.suppress(OSError):
-            self._error_file.write_text(traceback.format_exc())
+            self._error_file.write_text(traceback.format_exc(), encoding="utf-8")
         os._exit(EXIT_SANDBOX_FAILED if isinstance(sys.exc_info()[1], WorkerStartError) else 1)
 
 

@@ -41,7 +41,8 @@ def bwrap_problem() -> str | None:
         probe = subprocess.run(
             [*bwrap_command(None, "cpu", Limits(), more=("--ro-bind", "/", "/host")), "/bin/sh", "-c", check, "sh",
              sys.executable, *(f"/host{p}" for p in needed)],
-            capture_output=True, text=True, timeout=30, cwd="/", preexec_fn=processes.as_sandbox_user,
+            capture_output=True, text=True, encoding="utf-8", timeout=30, cwd="/",
+            preexec_fn=processes.as_sandbox_user,
         )
     except (OSError, subprocess.SubprocessError) as error:
         return f"bubblewrap cannot run here ({error})"

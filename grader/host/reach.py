@@ -38,7 +38,8 @@ def problem() -> str | None:
     check = 'for a; do p=${a#?:}; case $a in x:*) [ -x "$p" ] || echo "$a";; r:*) [ -r "$p" ] || echo "$a";; esac; done'
     try:
         probe = subprocess.run(["/bin/sh", "-c", check, "sh", *(f"x:{p}" for p in steps), *(f"r:{p}" for p in read)],
-                               capture_output=True, text=True, timeout=30, cwd="/", env={"PATH": "/usr/bin:/bin"},
+                               capture_output=True, text=True, encoding="utf-8", timeout=30, cwd="/",
+                               env={"PATH": "/usr/bin:/bin"},
                                preexec_fn=processes.as_sandbox_user)
     except (OSError, subprocess.SubprocessError):
         return None  # no verdict: the tiers' own probes say why they cannot be used

@@ -209,8 +209,8 @@ def user_problem() -> str | None:
              'esac; done')
     try:
         probe = subprocess.run(["/bin/sh", "-c", check, "sh", *(f"+{p}" for p in reach), *(f"-{p}" for p in hidden)],
-                               capture_output=True, text=True, timeout=30, cwd="/", env={"PATH": "/usr/bin:/bin"},
-                               preexec_fn=processes.as_sandbox_user)
+                               capture_output=True, encoding="utf-8", timeout=30, cwd="/",
+                               env={"PATH": "/usr/bin:/bin"}, preexec_fn=processes.as_sandbox_user)
     except (OSError, subprocess.SubprocessError) as error:
         return f"cannot run a process as uid {SANDBOX_UID} ({error})"
     if probe.returncode != 0:

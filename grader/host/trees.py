@@ -79,7 +79,7 @@ def children_of(process: psutil.Process) -> list[psutil.Process]:
     """`process.children()`, from the kernel's own list where it keeps one: psutil's walks every process
     on the machine, too slow to repeat twice a second beside a grading run."""
     try:
-        with open(f"/proc/{process.pid}/task/{process.pid}/children") as listing:
+        with open(f"/proc/{process.pid}/task/{process.pid}/children", encoding="utf-8") as listing:
             return [psutil.Process(int(pid)) for pid in listing.read().split()]
     except (OSError, psutil.Error):
         return process.children()

@@ -179,7 +179,7 @@ def _attempts(zygote: int, python_installation: str, secrets: list[str], grader:
             except OSError as error:
                 refusal = refusal or error
             try:
-                with open(f"/proc/{pid}/stat") as stat:
+                with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
                     pid = int(stat.read().rsplit(")", 1)[1].split()[1])
             except (OSError, ValueError, IndexError):
                 break

@@ -31,6 +31,11 @@ def main(config: dict[str, Any]) -> None:
     os.dup2(null, 0)
     os.close(null)
     os.dup2(2, 1)  # print() goes where the trusted side collects the submission's output
+    # ... in UTF-8, as the trusted side decodes it, not the locale's code page (cp936 on a Chinese Windows):
+    # `python -I` ignores PYTHONIOENCODING.
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, ValueError):
+            stream.reconfigure(encoding="utf-8", errors=stream.errors)
     sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - for the life of the process
     _limit(config.get("limits") or {})
 

@@ -219,7 +219,7 @@ def _become_worker(fds: list[int], *, confined: bool) -> None:
 
 def _address_space() -> int:
     """This process's mapped address space in bytes (what a forked worker starts with)."""
-    with open("/proc/self/statm") as statm:
+    with open("/proc/self/statm", encoding="utf-8") as statm:
         return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
 

@@ -72,7 +72,8 @@ class Submission:
         """Where `filename` of this submission is, for a message that says which file to open."""
         if filename in self.from_notebooks:
             return self.from_notebooks[filename]  # "cell 4 of lab.ipynb"
-        where = filename if self.folder in ("", ".") else f"{self.folder}/{filename}"
+        joined = f"{self.folder}/{filename}" if self.archive else str(Path(self.folder) / filename)  # zip: "/"
+        where = filename if self.folder in ("", ".") else joined
         return tr("{file} in {archive}", file=where, archive=self.archive) if self.archive else where
 
 

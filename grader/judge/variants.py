@@ -96,7 +96,7 @@ def mistakes(exercise: str) -> tuple[Variant, ...]:
     if folder is None or not (folder / "mistakes" / f"{exercise}.py").is_file():
         return ()
     catalogue = importlib.import_module(f"solutions.mistakes.{exercise}")
-    reference = (folder / f"{exercise}.py").read_text()
+    reference = (folder / f"{exercise}.py").read_text(encoding="utf-8")
     origin = folder / "mistakes" / f"{exercise}.py"
     return tuple(
         build(exercise, EditedVersion(m.name, m.why, tuple(m.edits), m.diagnosis), reference=reference, origin=origin)
@@ -118,7 +118,7 @@ def correct_variants(exercise: str) -> tuple[Variant, ...]:
         return ()
     found = list(_edited(exercise, "correct.py"))
     for path in sorted((submissions / exercise / "correct").glob("*.py")):
-        found.append(Variant(exercise, path.stem, path.read_text(), None, path))
+        found.append(Variant(exercise, path.stem, path.read_text(encoding="utf-8"), None, path))
     names = [v.name for v in found]
     if len(set(names)) != len(names):
         raise ValueError(f"{exercise}: two correct variants share a name in {sorted(names)}")
@@ -137,7 +137,7 @@ def _edited(exercise: str, data_file: str) -> tuple[Variant, ...]:
     if submissions is None or folder is None or not (submissions / exercise / data_file).is_file():
         return ()
     data = submissions / exercise / data_file
-    reference = (folder / f"{exercise}.py").read_text()
+    reference = (folder / f"{exercise}.py").read_text(encoding="utf-8")
     return tuple(build(exercise, version, reference=reference, origin=data) for version in _edited_versions(data))
 
 
@@ -155,5 +155,5 @@ def write(variant: Variant, folder: Path) -> Path:
     """Write the variant as `folder/<exercise>.py` (the folder made if need be), for a test that grades it."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{variant.exercise}.py"
-    path.write_text(variant.source)
+    path.write_text(variant.source, encoding="utf-8")
     return path

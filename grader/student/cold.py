@@ -39,7 +39,8 @@ class ColdChecker:
                    "--json", str(report), "--timeout", f"{self._budget_s:g}", *(["--quick"] if self._quick else [])]
         package_root = str(Path(grader.__file__).resolve().parent.parent)  # this very grader, as %grader runs it
         path = os.environ.get("PYTHONPATH")
-        environment = {**os.environ, "OMP_NUM_THREADS": "1",
+        # PYTHONIOENCODING: the child writes UTF-8 whatever the locale's code page (cp936 on a Chinese Windows).
+        environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONIOENCODING": "utf-8",
                        "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
         try:
             done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, env=environment,

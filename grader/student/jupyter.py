@@ -183,9 +183,12 @@ def _run(arguments: list[str], *, show: bool = True) -> tuple[int, str]:
     exit code and its one-line error, if any."""
     package_root = str(Path(grader.__file__).resolve().parent.parent)
     path = os.environ.get("PYTHONPATH")
-    env = {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else ""), "OMP_NUM_THREADS": "1"}
+    # PYTHONIOENCODING: the child writes UTF-8 whatever the locale's code page (cp936 on a Chinese Windows).
+    env = {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else ""), "OMP_NUM_THREADS": "1",
+           "PYTHONIOENCODING": "utf-8"}
     process = subprocess.Popen([sys.executable, "-m", "grader", *arguments], stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True, errors="replace")
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True, encoding="utf-8",
+                               errors="replace")
     assert process.stdout is not None and process.stderr is not None
     for line in process.stdout:
         if show:

@@ -78,7 +78,7 @@ def _servers(connection_folder: Path) -> list[dict[str, object]]:
     servers = []
     for path in files:
         try:
-            server = json.loads(path.read_text())
+            server = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         if isinstance(server, dict):
