@@ -30,12 +30,14 @@ from typing import TYPE_CHECKING, Any
 from grader.host import scratch
 from grader.host.limits import Limits, WorkerStartError
 from grader.host.spawned import PortableWorker
+from grader.host.trees import become_subreaper
+from grader.inside.shared import processes
+from grader.inside.shared.processes import SANDBOX_UID
 from grader.lang import tr
 
 if TYPE_CHECKING:
     from grader.intake.submission import Submission
 
-SANDBOX_UID = 65534  # as grader.inside.shared.processes, which is not imported here: it is the Linux side's
 
 # `python -I -S -c BOOTSTRAP`: reads its configuration (one JSON line) a byte at a time, so that no buffer takes the
 # first request with it, puts the staged worker package on the path and hands over.
@@ -103,6 +105,11 @@ class PortableSandbox:
         self.limits = limits
         self.device = device
         self.warm = False  # tests that need a warm worker were collected: workers started from now on warm up
+        # On Linux, as the zygote's `none` tier does: undumpable, so that a worker of our own uid cannot read our
+        # environment (tokens) or open our files through /proc; a subreaper, so that what a worker's processes leave
+        # behind (a double fork, setsid) is killed with it (see `spawned`). Both are no-ops elsewhere.
+        processes.undumpable()
+        become_subreaper()
         self._home = Path(tempfile.mkdtemp(prefix=f"grader-{os.getpid()}-", dir=stage_parent()))
         self.stage = self._home / "stage"
         self.stage.mkdir()

@@ -3,7 +3,9 @@
 A thread reads each frame (only when one is awaited) and a thread writes each request; the caller waits
 for them with a deadline, and a worker that misses one is killed with its descendants, found through
 psutil. A third thread keeps the tail of what it prints, a fourth reads its memory and CPU time and ends
-it past its limits: the bounds every OS allows to be read from outside.
+it past its limits: the bounds every OS allows to be read from outside. On Linux this process is also a
+child subreaper, so that what leaves a worker's tree (a double fork, setsid) comes back to it, is counted
+with the worker and is killed with it; elsewhere such a process is out of reach.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from grader.host import trees
 from grader.host.limits import Limits, WorkerGone, WorkerStartError, WorkerTimeout
 from grader.host.workers import OutputTail, death_reason
 from grader.lang import tr
@@ -26,6 +29,7 @@ if TYPE_CHECKING:
     import torch
 
 WATCH_S = 0.1  # how often a worker's memory and CPU time are read
+KILL_ROUNDS = 50  # a worker's processes are killed until none is left, 0.1 s apart: a fork loop outruns one round
 # Windows reports a crash as an NTSTATUS exit code, not a signal.
 _WINDOWS_CRASHES = {0xC0000005: "SIGSEGV", 0xC00000FD: "SIGSEGV", 0xC0000409: "SIGABRT"}
 
@@ -50,6 +54,18 @@ class PortableWorker:
         self._over = ""  # the limit the watcher killed it for
         self._replies: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._wanted = threading.Semaphore(0)  # the reader reads a frame only when one is awaited
+        # Each pipe is closed by the thread that uses it, or by kill() when none does: a descriptor closed under a
+        # blocked read or write (a process that escaped kill() holds the other end) keeps that thread on its
+        # number, which the next worker's pipe then gets: it would read the next worker's replies, or write into
+        # its requests.
+        self._pipes = threading.Lock()
+        self._writing = False
+        try:  # by pid and start time: a pid reused once the worker is gone is never taken for it
+            self._root: psutil.Process | None = psutil.Process(process.pid)
+            self._born = self._root.create_time()
+        except psutil.Error:
+            self._root, self._born = None, time.time()
+        trees.adopt(process.pid)  # a worker, never taken for what escaped one
         for target in (self._read, self._drain, self._watch):
             threading.Thread(target=target, daemon=True).start()
 
@@ -71,15 +87,18 @@ class PortableWorker:
 
         assert self.process.stdout is not None
         fd = self.process.stdout.fileno()
-        while True:
-            self._wanted.acquire()
-            if self._killed.is_set():
-                return
-            try:
-                self._replies.put(protocol.read_message(fd))
-            except Exception as error:  # PeerClosed, ProtocolError, or the pipe closed by kill()
-                self._replies.put(error)
-                return
+        try:
+            while True:
+                self._wanted.acquire()
+                if self._killed.is_set():
+                    return
+                try:
+                    self._replies.put(protocol.read_message(fd))
+                except Exception as error:  # PeerClosed (the worker and all it started are gone) or ProtocolError
+                    self._replies.put(error)
+                    return
+        finally:
+            _close(self.process.stdout)  # here, once no read is under way (see __init__)
 
     def _drain(self) -> None:
         assert self.process.stderr is not None
@@ -89,19 +108,13 @@ class PortableWorker:
 
     def _watch(self) -> None:
         """Kill the worker once its tree holds over the memory limit or has used over its CPU time."""
-        try:
-            root = psutil.Process(self.process.pid)
-        except psutil.Error:
+        if self._root is None:
             return
         while not self._killed.wait(WATCH_S):
-            try:
-                tree = [root, *root.children(recursive=True)]
-                memory = sum(p.memory_info().rss for p in tree)
-                cpu = sum(sum(p.cpu_times()[:2]) for p in tree)
-            except psutil.Error:
-                if not root.is_running():
-                    return
-                continue
+            if not self._root.is_running():
+                return
+            trees.reap(self._escaped())  # each hop of a process that forks and exits again and again leaves us a zombie
+            memory, cpu = self._usage()
             if memory > self.limits.memory_bytes:
                 self._over = tr("over the {mib} MiB memory limit", mib=self.limits.memory_bytes // 2**20)
             elif cpu > self.limits.cpu_seconds:
@@ -109,6 +122,30 @@ class PortableWorker:
             if self._over:
                 self._end_tree()
                 return
+
+    def _usage(self) -> tuple[int, float]:
+        """The memory and CPU time of the worker's processes (`_tree`); one gone since it was listed, or not ours to
+        read, is left out of this reading rather than the whole reading skipped."""
+        memory, cpu = 0, 0.0
+        for process in self._tree():
+            with contextlib.suppress(psutil.Error):
+                memory += process.memory_info().rss
+                cpu += sum(process.cpu_times()[:2])
+        return memory, cpu
+
+    def _tree(self) -> list[psutil.Process]:
+        """The worker, its descendants, and what escaped them (see `_escaped`)."""
+        tree: list[psutil.Process] = []
+        if self._root is not None and self._root.is_running():  # not its pid taken by another process since
+            with contextlib.suppress(psutil.Error):
+                tree = [self._root, *self._root.children(recursive=True)]
+        return tree + self._escaped()
+
+    def _escaped(self) -> list[psutil.Process]:
+        """What left this worker's tree and was handed to us, the subreaper (Linux): our children that no worker
+        of ours is, started since this worker was, and theirs. A grading process starts no other process while a
+        worker runs, and one worker runs at a time (the one started ahead runs no submission code until taken)."""
+        return trees.orphans(since=self._born)
 
     # --- requests ------------------------------------------------------------------------------------
 
@@ -143,13 +180,24 @@ class PortableWorker:
 
         assert self.process.stdin is not None
         failed: list[BaseException] = []
-        fd = self.process.stdin.fileno()
+        with self._pipes:
+            killed = self._killed.is_set()
+            if not killed:
+                fd = self.process.stdin.fileno()
+                self._writing = True
+        if killed:
+            raise WorkerGone(self._death_reason())
 
         def write() -> None:
             try:
                 protocol.write_message(fd, header, tensors)
             except BaseException as error:
                 failed.append(error)
+            finally:
+                with self._pipes:
+                    self._writing = False
+                    if self._killed.is_set():
+                        _close(self.process.stdin)  # kill() left it to us (see __init__)
 
         writer = threading.Thread(target=write, daemon=True)
         writer.start()
@@ -204,16 +252,28 @@ class PortableWorker:
         return death_reason({"exit": code}, self.limits)
 
     def _end_tree(self) -> None:
-        """Kill the worker and every process it started that is still its descendant (psutil, from here)."""
-        try:
-            root = psutil.Process(self.process.pid)
-            tree = [root, *root.children(recursive=True)]
-        except psutil.Error:
-            tree = []
-        for process in tree:
-            with contextlib.suppress(psutil.Error):
-                process.kill()
-        psutil.wait_procs(tree, timeout=5)
+        """Kill the worker, its descendants and what escaped them (psutil, from here), round after round until none
+        is left: a process that forks as it is killed leaves children that the next round finds. The worker itself
+        is reaped by its Popen (its exit status is how it died), escapees by us, whose children they became."""
+        quiet = False
+        for _ in range(KILL_ROUNDS):
+            tree = self._tree()
+            alive = [p for p in tree if trees.running(p)]
+            for process in alive:
+                with contextlib.suppress(psutil.Error):
+                    process.kill()
+            trees.reap([p for p in tree if p.pid != self.process.pid])
+            if not alive:
+                if quiet:
+                    break
+                quiet = True  # once more: what forked between a listing and its checks is in the next listing only
+                continue
+            quiet = False
+            others = [p for p in alive if p.pid != self.process.pid]
+            psutil.wait_procs(others, timeout=WATCH_S)
+            if len(others) < len(alive):
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.process.wait(timeout=WATCH_S)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=5)
 
@@ -223,10 +283,15 @@ class PortableWorker:
             return
         self._killed.set()
         self._end_tree()
-        self._wanted.release()  # the reader, if it waits for a turn, ends
-        for stream in (self.process.stdin, self.process.stdout):
-            with contextlib.suppress(OSError):
-                stream.close()  # type: ignore[union-attr]
+        self._wanted.release()  # the reader, waiting for its turn or for the end of a frame, ends and closes its pipe
+        with self._pipes:
+            if not self._writing:
+                _close(self.process.stdin)
+
+
+def _close(stream: Any) -> None:
+    with contextlib.suppress(OSError):
+        stream.close()
 
 
 def _signal_number(name: str) -> int:

@@ -10,12 +10,17 @@ Windows lacks: the OS jobs of .github/workflows/portable.yml run these tests whe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +133,171 @@ def test_a_segfault_costs_its_exercise_only_and_the_next_is_graded(release: Path
     assert graded["sublayers"][0] == graded["sublayers"][1] > 0, graded
     lost = [t["message"] for t in report["exercises"][0]["tests"] if t["points"] < t["max_points"]]
     assert any("the worker crashed with SIG" in message for message in lost), lost  # SIGBUS on some Macs
+
+
+# The reference's attention, which also leaves two processes behind at each call, their command lines carrying
+# MARKER: a sleeper after a double fork (setsid, then the middle process exits: no tree leads from the worker to
+# it), and a hopper, which forks and exits every 10 ms, so that it is always an orphan under a pid it just took.
+ESCAPING = textwrap.dedent("""
+
+    import os as _os
+    import sys as _sys
+
+    _attention = attention
+    _HOP = "import os, time\\nfor _ in range(6000):\\n    if os.fork():\\n        os._exit(0)\\n    time.sleep(0.01)"
+
+
+    def attention(query, key, value, dropout=None, mask=None):
+        if _os.fork() == 0:
+            _os.setsid()
+            if _os.fork() == 0:
+                _os.execv(_sys.executable, [_sys.executable, "-c", "import time; time.sleep(120)", MARKER])
+            _os._exit(0)
+        _os.wait()
+        if _os.fork() == 0:
+            _os.execv(_sys.executable, [_sys.executable, "-c", _HOP, MARKER])
+        return _attention(query, key, value, dropout=dropout, mask=mask)
+""")
+
+
+def marked(marker: str) -> list[int]:
+    """Pids of the processes whose command line carries `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and marker.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason="only Linux has a subreaper: elsewhere what leaves a worker's tree is out of reach")
+def test_what_escapes_a_workers_tree_is_killed_before_the_grader_exits(release: Path, tmp_path: Path):
+    """A process that left the worker's tree would outlive the grader, and could rewrite its report once it exits:
+    the grader is a subreaper, so it comes back to it and is killed with the worker, a hopper too."""
+    marker = f"kit-portable-escapee-{secrets.token_hex(4)}"
+    source = (REPO / "solutions" / "attention.py").read_text(encoding="utf-8") + ESCAPING.replace("MARKER",
+                                                                                                 repr(marker))
+    try:
+        report = check(release, solved(tmp_path, attention=source), tmp_path / "report.json", "attention")
+        left = marked(marker)
+    finally:  # again and again: a hopper is under a new pid every 10 ms
+        for _ in range(100):
+            if not (pids := marked(marker)):
+                break
+            for pid in pids:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.02)
+    assert not left, f"{len(left)} processes the submission started outlived grading"
+    assert scores(report)["attention"][0] == scores(report)["attention"][1], scores(report)
+
+
+THIEF = textwrap.dedent("""
+    import os
+    from pathlib import Path
+
+
+    def attention(query, key, value, dropout=None, mask=None):
+        try:
+            seen = Path(f"/proc/{os.getppid()}/environ").read_bytes().decode(errors="replace")
+        except OSError as error:
+            seen = f"the grader's environment could not be read: {error}"
+        raise RuntimeError(seen[-1500:])
+""")
+
+
+def test_a_worker_of_the_graders_own_uid_cannot_read_its_environment(release: Path, tmp_path: Path,
+                                                                     as_nobody: tuple[str, ...]):
+    """Not root, the grader spawns workers of its own uid, which could read its environment (tokens) through /proc;
+    undumpable, as at the zygote's `none` tier, it is closed to them. The grader runs as uid 65534 here."""
+    if not sys.platform.startswith("linux") or os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("run as root on Linux with setpriv: the grader is run as another user")
+    secret = f"kit-portable-secret-{secrets.token_hex(8)}"
+    work = Path(tempfile.mkdtemp(prefix="kit-portable-nobody-"))  # pytest's own folders are closed to uid 65534
+    try:
+        student = work / "student"
+        shutil.copytree(release, student, ignore=shutil.ignore_patterns(".grader"))
+        submission = solved(work, attention=THIEF)
+        for path in [work, *work.rglob("*")]:
+            path.chmod(0o777 if path.is_dir() else 0o666)
+        done = subprocess.run([*as_nobody, sys.executable, "-m", "grader", "check", "attention", "--submission",
+                               str(submission), "--json", str(work / "report.json")], cwd=student,
+                              capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL,
+                              env={**os.environ, **SPAWN, "GRADER_STATE_DIR": str(work / ".grader"),
+                                   "HOME": str(work), "KIT_GRADER_SECRET": secret})
+        report = (work / "report.json").read_text(encoding="utf-8")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    assert done.returncode == 0, (done.stderr or done.stdout)[-2000:]
+    assert "could not be read" in report, report[-2000:]
+    assert secret not in done.stdout + done.stderr + report, "the grader's environment reached the submission"
+
+
+# A worker that says hello, never answers, and leaves behind a process that keeps its reply pipe (its stdout) open
+# until the file argv[2] exists; that process writes its pid to argv[1].
+HOLDING = textwrap.dedent("""
+    import json, os, struct, sys, time
+
+    hello = json.dumps({"id": 0, "ok": True, "value": {}}).encode()
+    os.write(1, struct.pack("<4sQQ", b"GRDR", len(hello), 0) + hello)
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            with open(sys.argv[1] + ".part", "w") as pid:
+                pid.write(str(os.getpid()))
+            os.rename(sys.argv[1] + ".part", sys.argv[1])
+            while not os.path.exists(sys.argv[2]):
+                time.sleep(0.02)
+        os._exit(0)
+    time.sleep(60)
+""")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the worker standing in forks")
+def test_a_pipe_that_an_escaped_process_holds_is_not_closed_under_the_reader(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch):
+    """Where what escapes a worker is out of reach (no subreaper: macOS, Windows), it can keep the worker's reply
+    pipe open after kill(), the reader thread blocked in a read on it. Closed under that read, the descriptor's
+    number would go to the next worker's pipe, whose hello the old reader then takes: the next worker "could not
+    start", the grader's failure, caused by the submission. The reader closes it once its read ends."""
+    from grader.host import spawned, trees
+    from grader.host.limits import Limits, WorkerTimeout
+
+    monkeypatch.setattr(trees, "_subreaper_since", None)  # as where there is no subreaper
+    pid_file, go = tmp_path / "escapee.pid", tmp_path / "go"
+    process = subprocess.Popen([sys.executable, "-c", HOLDING, str(pid_file), str(go)], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0, start_new_session=True)
+    assert process.stdout is not None
+    worker = spawned.PortableWorker(process, Limits(), warm=False)
+
+    def pipe_at(fd: int) -> int | None:
+        try:
+            return os.fstat(fd).st_ino
+        except OSError:
+            return None
+
+    try:
+        worker.wait_ready()
+        fd = process.stdout.fileno()
+        pipe = pipe_at(fd)
+        with pytest.raises(WorkerTimeout):
+            worker.exchange({"op": "import", "name": "attention"}, {}, timeout_s=0.5)
+        assert pipe_at(fd) == pipe, "the reply pipe was closed while the reader was still reading it"
+    finally:
+        worker.kill()
+        deadline = time.monotonic() + 10
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with contextlib.suppress(OSError, ValueError):  # alive until `go` exists: its pid is still its own
+            escapee = int(pid_file.read_text())
+            os.kill(escapee, signal.SIGKILL)
+            os.waitpid(escapee, 0)  # ours to reap if this process is a subreaper (other tests make it one)
+        go.touch()  # should it not have been killed
+    deadline = time.monotonic() + 10
+    while not process.stdout.closed and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert process.stdout.closed, "the reader did not close the reply pipe once the process holding it was gone"
 
 
 def test_batch_and_the_hidden_suite_are_refused_in_one_line(release: Path, tmp_path: Path):
