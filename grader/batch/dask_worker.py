@@ -59,11 +59,13 @@ def _torch() -> str:
 
 def describe(exercises: list[str], suite: str, expected: str, protect: str, allow_unisolated: bool) -> dict[str, str]:
     """Run on each worker (`Client.run`): its kit version, and why it cannot grade this batch ("" when it can)."""
-    from grader.host import tiers
+    from grader.host import portable, tiers
 
     problem = ""
     try:
-        if fingerprint(select(exercises, suite)) != expected:
+        if portable.wanted():  # a slot forks from a zygote: Linux's, see grader.host.portable
+            problem = tr("it spawns its workers ({why}), and grader batch grades on Linux only", why=portable.reason())
+        elif fingerprint(select(exercises, suite)) != expected:
             problem = tr("its kit differs from this one (version {version}, or its grader, solutions, suites or "
                          "torch): install the same kit on it", version=__version__)
         else:

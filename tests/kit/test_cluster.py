@@ -255,3 +255,15 @@ def test_without_the_cluster_extra_cluster_says_what_to_install(batch_class, tmp
     assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1, run.stderr
     assert 'pip install "attention-kit[cluster]"' in run.stderr, run.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_worker_that_spawns_its_workers_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch):
+    """A Dask worker on macOS or Windows (or with GRADER_WORKERS=spawn) has no zygote for its slots: it offers no
+    slot and says why, as a worker with another kit does (what `describe` answers is what the batch prints)."""
+    pytest.importorskip("distributed")
+    from grader.batch.dask_worker import describe
+
+    monkeypatch.setenv("GRADER_WORKERS", "spawn")
+    state = describe(["attention"], "public", "any fingerprint", "", True)
+    assert "GRADER_WORKERS=spawn" in state["problem"] and "Linux only" in state["problem"], state
+    assert state["tier"] == "", state
