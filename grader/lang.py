@@ -21,6 +21,7 @@ import functools
 import gettext
 import io
 import os
+import re
 import string
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -127,7 +128,26 @@ def tr(message: str, /, **fields: object) -> str:
     if not message:
         return message  # gettext("") is the catalog's header
     text = _active.gettext(message)
-    return _FORMAT.vformat(text, (), fields) if fields else text
+    return _FORMAT.vformat(_close_up(text, fields), (), fields) if fields else text
+
+
+_HAN = "\u4e00-\u9fff"  # CJK unified ideographs: what Chinese text is made of
+
+
+def _close_up(template: str, fields: Mapping[str, object]) -> str:
+    """Chinese puts no space between two characters: a translation spaces its placeholders off its own words, as
+    a name like `attention` wants ("{name} 的形状"), and where the value is Chinese words itself the space goes
+    ("输出的形状", "隐藏测试和参考答案"). Only the template's spaces change, never a value."""
+    for name, value in fields.items():
+        shown = str(value)
+        if not shown or f"{{{name}}}" not in template:
+            continue
+        token = re.escape(f"{{{name}}}")
+        if re.match(f"[{_HAN}]", shown[-1]):
+            template = re.sub(f"({token}) (?=[{_HAN}])", r"\1", template)
+        if re.match(f"[{_HAN}]", shown[0]):
+            template = re.sub(f"(?<=[{_HAN}]) ({token})", r"\1", template)
+    return template
 
 
 def listed(names: Sequence[str]) -> str:

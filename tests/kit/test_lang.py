@@ -443,3 +443,20 @@ def test_in_the_pseudo_language_the_score_table_and_what_follows_are_translated(
         lang.use("en")
     left = [line for text in shown for line in untranslated_lines(text)]
     assert not left, "untranslated:\n" + "\n".join(dict.fromkeys(left))
+
+
+def test_chinese_words_filled_in_are_not_spaced_off_the_translations_own():
+    """A translation spaces its placeholders off its Chinese for code names ("attention 和 masking"); where the value
+    is Chinese words itself, the space goes ("隐藏测试和参考答案"), and the value itself is never changed."""
+    from grader import lang
+
+    lang.use("zh")
+    try:
+        words = lang.listed([lang.tr("the hidden tests"), lang.tr("the reference solutions")])
+        names = lang.listed(["attention", "masking"])
+        kept = lang.tr("{first} and {last}", first="你 好", last="x")
+    finally:
+        lang.use("en")
+    assert words == "隐藏测试和参考答案", words
+    assert names == "attention 和 masking", names
+    assert kept == "你 好和 x", kept  # the value's own space stays; a Latin neighbour keeps its space
