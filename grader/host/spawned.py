@@ -113,8 +113,9 @@ class PortableWorker:
         while not self._killed.wait(WATCH_S):
             if not self._root.is_running():
                 return
-            trees.reap(self._escaped())  # each hop of a process that forks and exits again and again leaves us a zombie
-            memory, cpu = self._usage()
+            tree = self._tree()
+            trees.reap(tree)  # each hop of a process that forks and exits again and again leaves us a zombie
+            memory, cpu = _usage(tree)
             if memory > self.limits.memory_bytes:
                 self._over = tr("over the {mib} MiB memory limit", mib=self.limits.memory_bytes // 2**20)
             elif cpu > self.limits.cpu_seconds:
@@ -122,16 +123,6 @@ class PortableWorker:
             if self._over:
                 self._end_tree()
                 return
-
-    def _usage(self) -> tuple[int, float]:
-        """The memory and CPU time of the worker's processes (`_tree`); one gone since it was listed, or not ours to
-        read, is left out of this reading rather than the whole reading skipped."""
-        memory, cpu = 0, 0.0
-        for process in self._tree():
-            with contextlib.suppress(psutil.Error):
-                memory += process.memory_info().rss
-                cpu += sum(process.cpu_times()[:2])
-        return memory, cpu
 
     def _tree(self) -> list[psutil.Process]:
         """The worker, its descendants, and what escaped them (see `_escaped`)."""
@@ -287,6 +278,17 @@ class PortableWorker:
         with self._pipes:
             if not self._writing:
                 _close(self.process.stdin)
+
+
+def _usage(tree: list[psutil.Process]) -> tuple[int, float]:
+    """The memory and CPU time of a worker's processes (`PortableWorker._tree`); one gone since it was listed, or
+    not ours to read, is left out of this reading rather than the whole reading skipped."""
+    memory, cpu = 0, 0.0
+    for process in tree:
+        with contextlib.suppress(psutil.Error):
+            memory += process.memory_info().rss
+            cpu += sum(process.cpu_times()[:2])
+    return memory, cpu
 
 
 def _close(stream: Any) -> None:

@@ -120,17 +120,17 @@ def refuse_unless_isolated(*, why: str, allowed: bool) -> Choice:
     from grader.host import portable
 
     choice = choose()
-    if choice.tier == "none" and why and not (allowed or accepted_unisolated()) and portable.wanted():
+    if choice.tier != "none" or not why or allowed or accepted_unisolated():
+        return choice
+    if portable.wanted():
         raise IsolationRefused(tr(
             "refused: {why}, and workers are spawned here without isolation ({reasons}), so the submission could "
             "read them; {fix}, or pass --allow-unisolated (or set GRADER_SANDBOX=none) to accept that",
             why=why, reasons=choice.summary(), fix=portable.remedy()))
-    if choice.tier == "none" and why and not (allowed or accepted_unisolated()):
-        raise IsolationRefused(tr(
-            "refused: {why}, and this machine offers no isolation ({reasons}), so the submission could read them; run "
-            "the grader as root or where bubblewrap works, or pass --allow-unisolated (or set GRADER_SANDBOX=none) to "
-            "accept that", why=why, reasons=choice.summary()))
-    return choice
+    raise IsolationRefused(tr(
+        "refused: {why}, and this machine offers no isolation ({reasons}), so the submission could read them; run "
+        "the grader as root or where bubblewrap works, or pass --allow-unisolated (or set GRADER_SANDBOX=none) to "
+        "accept that", why=why, reasons=choice.summary()))
 
 
 def warnings(tier: str, exposed: list[str]) -> list[str]:

@@ -8,19 +8,16 @@ and messages, a second or two slower to start. Its first failure comes with the 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import grader
 from grader.grade.reports import GradeReport
 from grader.lang import tr
+from grader.student.jupyter import EXIT_USAGE, child_environment, error_line
 from grader.student.warm import BUDGET_S, SLOT_MARGIN_S, Checked, FirstFailure
-
-EXIT_USAGE = 2  # grader.cli.parse's, not imported: it imports the whole command line
 
 
 class ColdChecker:
@@ -37,19 +34,13 @@ class ColdChecker:
         report.unlink(missing_ok=True)
         command = [sys.executable, "-m", "grader", "check", *exercises, "--submission", str(submission),
                    "--json", str(report), "--timeout", f"{self._budget_s:g}", *(["--quick"] if self._quick else [])]
-        package_root = str(Path(grader.__file__).resolve().parent.parent)  # this very grader, as %grader runs it
-        path = os.environ.get("PYTHONPATH")
-        # PYTHONIOENCODING: the child writes UTF-8 whatever the locale's code page (cp936 on a Chinese Windows).
-        environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONIOENCODING": "utf-8",
-                       "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
-        try:
-            done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, env=environment,
+        try:  # this very grader, as %grader runs it
+            done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, env=child_environment(),
                                   timeout=self._budget_s + SLOT_MARGIN_S, encoding="utf-8", errors="replace")
         except subprocess.TimeoutExpired:
             return Checked(None, tr("the check took over {seconds} s: the check was stopped",
                                     seconds=f"{self._budget_s + SLOT_MARGIN_S:g}"))
-        said = next((line.removeprefix("grader: error: ") for line in reversed(done.stderr.splitlines())
-                     if line.startswith("grader: ")), "")
+        said = error_line(done.stderr)
         if done.returncode == EXIT_USAGE:
             return Checked(None, said or tr("grader check stopped with exit code {code}", code=done.returncode),
                            refused=True)

@@ -181,23 +181,30 @@ def _with_what_it_uses(path: Path, folder: Path) -> Path:
 def _run(arguments: list[str], *, show: bool = True) -> tuple[int, str]:
     """`python -m grader ARGUMENTS`, this very grader (its output printed here line by line when `show`); its
     exit code and its one-line error, if any."""
-    package_root = str(Path(grader.__file__).resolve().parent.parent)
-    path = os.environ.get("PYTHONPATH")
-    # PYTHONIOENCODING: the child writes UTF-8 whatever the locale's code page (cp936 on a Chinese Windows).
-    env = {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else ""), "OMP_NUM_THREADS": "1",
-           "PYTHONIOENCODING": "utf-8"}
     process = subprocess.Popen([sys.executable, "-m", "grader", *arguments], stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True, encoding="utf-8",
-                               errors="replace")
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_environment(), text=True,
+                               encoding="utf-8", errors="replace")
     assert process.stdout is not None and process.stderr is not None
     for line in process.stdout:
         if show:
             print(line, end="", flush=True)
     errors = process.stderr.read()
-    code = process.wait()
-    error = next((line.removeprefix("grader: error: ") for line in reversed(errors.splitlines())
-                  if line.startswith("grader: ")), "")
-    return code, error
+    return process.wait(), error_line(errors)
+
+
+def child_environment() -> dict[str, str]:
+    """The environment of a `python -m grader` child: this very grader first on the path, one thread, and UTF-8
+    output whatever the locale's code page (cp936 on a Chinese Windows)."""
+    package_root = str(Path(grader.__file__).resolve().parent.parent)
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else ""), "OMP_NUM_THREADS": "1",
+            "PYTHONIOENCODING": "utf-8"}
+
+
+def error_line(stderr: str) -> str:
+    """The one-line error a `grader` child printed last ("grader: error: ..."), without its prefix; "" if none."""
+    return next((line.removeprefix("grader: error: ") for line in reversed(stderr.splitlines())
+                 if line.startswith("grader: ")), "")
 
 
 def grader_magic(line: str, namespace: dict[str, object] | None = None) -> None:
