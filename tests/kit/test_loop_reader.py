@@ -605,6 +605,185 @@ REFUSED = {
         """}),
 }
 
+# Python calls code without a loop or a call in sight: a builtin walking what it is handed (print formats each
+# element, max compares them), torch's modules calling the modules they hold, calling a module (its forward),
+# formatting one (its extra_repr), torch calling a module's own methods on every child. Each way to run code once
+# per position through them is refused, on its line.
+IMPLICIT = {
+    "a builtin walking a starred sequence of tensors": ("""
+        import torch
+
+        def causal_average(x):
+            w = torch.ones(x.size(1), x.size(1)).tril()
+            max(x, *x.unbind(1))
+            return w / w.sum(1, keepdim=True) @ x
+        """, "max(x, *x.unbind(1))", {}),
+    "print walking modules repeated T times, each formatted by its extra_repr": ("""
+        import torch
+        from torch import nn
+
+        class _Step(nn.Module):
+            def extra_repr(self):
+                return ""
+
+        def causal_average(x):
+            print(*[_Step()] * x.size(1))
+            return x.cumsum(1) / torch.arange(1, x.size(1) + 1).view(1, -1, 1)
+        """, "print(*[_Step()]", {}),
+    "a list of modules repeated T times through a name": ("""
+        import torch
+        from torch import nn
+
+        class _Step(nn.Module):
+            def forward(self, x):
+                return x
+
+        def causal_average(x):
+            steps = [_Step()]
+            layers = x.size(1) * steps
+            return x.cumsum(1) / torch.arange(1, x.size(1) + 1).view(1, -1, 1)
+        """, "layers = x.size(1) * steps", {}),
+    "a module that calls itself": ("""
+        import torch
+        from torch import nn
+
+        class _Average(nn.Module):
+            def forward(self, x, t):
+                if t == 0:
+                    return x[:, :1]
+                return torch.cat([self(x, t - 1), x[:, : t + 1].mean(1, keepdim=True)], dim=1)
+
+        def causal_average(x):
+            return _Average()(x, x.size(1) - 1)
+        """, "def forward", {}),
+    "a module that calls the module it holds, itself": ("""
+        import torch
+        from torch import nn
+
+        class _Average(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inner = self
+
+            def forward(self, x, t):
+                if t == 0:
+                    return x[:, :1]
+                return torch.cat([self.inner(x, t - 1), x[:, : t + 1].mean(1, keepdim=True)], dim=1)
+
+        def causal_average(x):
+            average = _Average()
+            return average(x, x.size(1) - 1)
+        """, "def forward", {}),
+    "a module whose extra_repr prints itself": ("""
+        import torch
+        from torch import nn
+
+        class _Step(nn.Module):
+            def extra_repr(self):
+                print(self)
+                return ""
+
+        def causal_average(x):
+            print(_Step())
+            return x.cumsum(1) / torch.arange(1, x.size(1) + 1).view(1, -1, 1)
+        """, "def extra_repr", {}),
+    "torch's container calling each module it holds": ("""
+        import torch
+        from torch import nn
+
+        class _Step(nn.Module):
+            def forward(self, x):
+                return x
+
+        def causal_average(x):
+            twice = nn.Sequential(_Step(), _Step())
+            return twice(x).cumsum(1) / torch.arange(1, x.size(1) + 1).view(1, -1, 1)
+        """, "twice = nn.Sequential", {}),
+    "a Transformer encoder repeating a layer T times": ("""
+        import torch
+        from torch import nn
+
+        class _Step(nn.Module):
+            def forward(self, x, **kwargs):
+                return x
+
+        def causal_average(x):
+            nn.TransformerEncoder(_Step(), num_layers=x.size(1))(x)
+            return x.cumsum(1) / torch.arange(1, x.size(1) + 1).view(1, -1, 1)
+        """, "nn.TransformerEncoder(_Step()", {}),
+    "a method torch calls on every child module": ("""
+        import torch
+        from torch import nn
+
+        class _Step(nn.Module):
+            def train(self, mode=True):
+                return self
+
+        def causal_average(x):
+            _Step().train()
+            return x.cumsum(1) / torch.arange(1, x.size(1) + 1).view(1, -1, 1)
+        """, "def train", {}),
+    "a tensor subclass, whose methods torch calls itself": ("""
+        import torch
+
+        class _Rows(torch.Tensor):
+            def item(self):
+                return 0.0
+
+        def causal_average(x):
+            print(_Rows())
+            return x.cumsum(1) / torch.arange(1, x.size(1) + 1).view(1, -1, 1)
+        """, "class _Rows", {}),
+    "a solver calling the object it is handed once per iteration": ("""
+        import torch
+        from torch import nn
+
+        class _Track(nn.Module):
+            def forward(self, solver):
+                return None
+
+        def causal_average(x):
+            a = torch.eye(3 * x.size(1))
+            torch.lobpcg(a, 1, tracker=_Track(), niter=x.size(1))
+            return x.cumsum(1) / torch.arange(1, x.size(1) + 1).view(1, -1, 1)
+        """, "torch.lobpcg", {}),
+}
+REFUSED.update(IMPLICIT)
+
+IMPLICIT_ACCEPTED = {
+    "a module calling the torch modules it holds, an f-string in its assert": """
+        import torch
+        from torch import nn
+
+        class _Average(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.soft = nn.Softmax(dim=-1)
+
+            def forward(self, x):
+                T = x.size(1)
+                assert T > 0, f"an empty sequence: {tuple(x.shape)}"
+                blocked = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+                scores = torch.zeros(T, T, dtype=x.dtype, device=x.device).masked_fill(blocked, float("-inf"))
+                return self.soft(scores) @ x
+
+        def causal_average(x):
+            average = _Average()
+            return average(x)
+        """,
+    "a local tensor's shape unpacked, constants repeated": """
+        import torch
+
+        def causal_average(x):
+            T = x.size(1)
+            w = torch.ones(T, T, dtype=x.dtype, device=x.device).tril()
+            y = (w / w.sum(-1, keepdim=True)) @ x
+            leading = y.shape[:-1]
+            return y.reshape(*leading, -1)[(slice(None),) * 2].view(*[1] * (x.dim() - 3), *y.shape)
+        """,
+}
+ACCEPTED.update(IMPLICIT_ACCEPTED)
+
 
 @pytest.mark.parametrize(("source", "text", "modules"), REFUSED.values(), ids=REFUSED.keys())
 def test_refused_forms_name_their_line(source: str, text: str, modules: dict[str, str]):

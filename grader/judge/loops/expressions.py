@@ -15,6 +15,7 @@ from grader.judge.loops.vocabulary import (
     FUNCTIONS,
     ITERATING,
     METHODS,
+    MODULE_OWN,
     PLAIN_EXPRESSIONS,
     _accepted_library,
     _code,
@@ -46,6 +47,18 @@ class _Expressions:
                 and isinstance(node.left.value, str))):
             self.refuse("text", node, scope,
                         kind=tr("an f-string") if isinstance(node, ast.JoinedStr) else tr("% formatting"))
+        elif isinstance(node, ast.Starred):
+            constants = isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Mult) and any(
+                isinstance(side, (ast.List, ast.Tuple)) and all(_constant(e) for e in side.elts)
+                for side in (node.value.left, node.value.right))  # *[1] * (x.dim() - 2): numbers
+            if not (constants or self.dimensions(node.value, scope) or _shape(node.value, scope)):
+                self.refuse("starred", node, scope, code=_code(node.value))
+            self.expression(node.value, scope)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and (
+                self.repeated(node.left, scope) or self.repeated(node.right, scope)):
+            self.refuse("repeated", node, scope, code=_code(node))
+            self.expression(node.left, scope)
+            self.expression(node.right, scope)
         elif isinstance(node, PLAIN_EXPRESSIONS):
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.expr):
@@ -55,8 +68,25 @@ class _Expressions:
         else:
             self.refuse("expression", node, scope, kind=_kind(node))
 
+    def repeated(self, node: ast.expr, scope: _Scope) -> bool:
+        """Whether `node`, an operand of `*`, is a sequence holding more than constants (a display, a comprehension,
+        or a name bound to one): repeated, it hands the same objects to whatever walks it, as often as a number
+        says."""
+        if isinstance(node, ast.Name):
+            found, bindings = scope.resolve(node.id)
+            return found is not None and any(  # `steps = [m]`, not `a, b = f(), 1.0` (b is not the tuple)
+                isinstance(b, ASSIGNMENTS) and b.value is not None and self.repeated(b.value, found)
+                and any(isinstance(t, ast.Name) for t in (b.targets if isinstance(b, ast.Assign) else [b.target]))
+                for b in bindings)
+        if isinstance(node, tuple(COMPREHENSIONS)):
+            return True
+        return isinstance(node, (ast.List, ast.Tuple)) and not all(_constant(e) for e in node.elts)
+
     def message(self, node: ast.expr, scope: _Scope) -> None:
-        """The message of a raise, an assert or a print: text may be built there, it goes nowhere the code reads."""
+        """The message of a raise, an assert or a print: text may be built there, it goes nowhere the code reads.
+        Formatting a module of the submission's calls its extra_repr."""
+        if not _constant(node):
+            self.calls_implicitly("extra_repr")
         outside, self.in_message = self.in_message, True
         try:
             self.expression(node, scope)
@@ -221,6 +251,8 @@ class _Expressions:
             self.attribute(node.func, scope, called=True)
         else:
             self.expression(node.func, scope)
+        if self.unnamed(node.func, scope):
+            self.calls_implicitly("forward")  # a module held in a variable or an attribute: its forward runs
         if builtin == "print":
             for argument in [*node.args, *(keyword.value for keyword in node.keywords)]:
                 self.message(argument, scope)
@@ -244,6 +276,38 @@ class _Expressions:
             if builtin is not None and keyword.arg == "key":  # min(..., key=f) calls f per element
                 self.refuse("callback", keyword.value, scope, code=_code(keyword.value), callee=builtin)
         self.arguments(node, scope, callee=_code(node.func, 32), classes=classes)
+
+    def unnamed(self, func: ast.expr, scope: _Scope) -> bool:
+        """Whether a call's callee is a value the reader cannot name (a variable, a parameter, `self.inner`, a call's
+        result): it may be a module of the submission's, whose forward the call runs."""
+        chain = _chain(func)
+        if chain is None:
+            return not isinstance(func, ast.Attribute)  # x.sum(1).mean(): a method, followed by name
+        root, attributes = chain
+        found, bindings = scope.resolve(root.id)
+        if found is None:
+            return False  # a builtin
+        if root.id == scope.receiver and scope.parameter(root.id):
+            return not attributes or (len(attributes) == 1 and attributes[0] not in self.methods
+                                      and attributes[0] not in MODULE_OWN and not self.torch_held(attributes[0]))
+        if attributes:
+            return False  # a library's function, a submission module's, or a method followed by name
+        return not all(isinstance(b, (_Imported, *DEFINITIONS)) for b in bindings)
+
+    def torch_held(self, attribute: str) -> bool:
+        """Whether every assignment of `self.<attribute>`, in any class, is a module or tensor torch builds
+        (`self.soft = nn.Softmax(dim=-1)`): calling it runs torch's code only."""
+        held = self.held.get(attribute, [])
+        return bool(held) and all(_constant(value) or self.torch_built(value, scope) for value, scope in held)
+
+    def torch_built(self, node: ast.expr, scope: _Scope) -> bool:
+        chain = _chain(node.func) if isinstance(node, ast.Call) else None
+        if chain is None:
+            return False
+        root, attributes = chain
+        found, bindings = scope.resolve(root.id)
+        return found is not None and len(bindings) == 1 and isinstance(bindings[0], _Imported) \
+            and bindings[0].library is not None and _accepted_library(".".join([bindings[0].library, *attributes]))
 
     def arguments(self, node: ast.Call, scope: _Scope, *, callee: str, classes: tuple[ast.expr, ...] = ()) -> None:
         for argument in [*node.args, *(keyword.value for keyword in node.keywords)]:
@@ -299,6 +363,31 @@ class _Expressions:
     def dimensions(self, node: ast.expr, scope: _Scope) -> bool:
         """What an iterating builtin may go over: a parameter's .shape, a comprehension (itself read), a literal."""
         return self.over_shape(node, scope) or isinstance(node, (*COMPREHENSIONS, ast.Tuple, ast.List, ast.Set))
+
+
+def _constant(node: ast.expr) -> bool:
+    """A constant, a sign in front of one, or slice(...) of them: a value no code of the submission's runs for."""
+    if isinstance(node, ast.UnaryOp):
+        node = node.operand
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "slice":
+        return not node.keywords and all(_constant(a) for a in node.args)
+    return isinstance(node, ast.Constant)
+
+
+def _shape(node: ast.expr, scope: _Scope) -> bool:
+    """`q.shape`, `q.size()`, a slice of them, or a name bound only to one: dimensions, whatever `q` is; unpacked,
+    they are numbers, for which no code of the submission's runs."""
+    if isinstance(node, ast.Name):
+        found, bindings = scope.resolve(node.id)
+        return found is not None and bool(bindings) and all(
+            isinstance(b, ast.Assign) and len(b.targets) == 1 and isinstance(b.targets[0], ast.Name)
+            and _shape(b.value, found) for b in bindings)
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
+        node = node.value
+    if isinstance(node, ast.Call) and not node.args and not node.keywords:
+        node = node.func
+        return isinstance(node, ast.Attribute) and node.attr == "size"
+    return isinstance(node, ast.Attribute) and node.attr == "shape"
 
 
 def _super(node: ast.expr) -> bool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 
+import torch
+
 from grader.judge.loops.scopes import _bindings, _chain, _Imported, _method, _Module, _Scope, _Unit
 from grader.judge.loops.statements import _FunctionBodies
 from grader.judge.loops.vocabulary import (
@@ -11,6 +13,8 @@ from grader.judge.loops.vocabulary import (
     ASSIGNMENTS,
     DECORATORS,
     FUNCTIONS,
+    MODULE_HOOKS,
+    MODULE_OWN,
     Refusal,
     _accepted_library,
     _code,
@@ -32,6 +36,10 @@ class _Reader(_FunctionBodies):
         self.class_scopes: dict[int, _Scope] = {}
         self.in_message = False  # reading the message of a raise, an assert or a print: text may be built there
         self.methods: dict[str, list[_Unit]] = {}  # every method of the submission's classes, by name
+        # the units that may make torch call a hook of a submission's module (forward, extra_repr) unseen
+        self.implicit: dict[str, set[int]] = {hook: set() for hook in MODULE_HOOKS}
+        # what each attribute of a receiver is assigned, in any method of any class (`self.soft = nn.Softmax(-1)`)
+        self.held: dict[str, list[tuple[ast.expr, _Scope]]] = {}
         for module in modules.values():
             self.index_methods(module.tree.body, module.scope)
 
@@ -43,8 +51,18 @@ class _Reader(_FunctionBodies):
                 inner = self.class_scope(node, scope)
                 for method in node.body:
                     if isinstance(method, ast.FunctionDef):
-                        self.methods.setdefault(method.name, []).append(_method(method, node, inner))
+                        unit = _method(method, node, inner)
+                        self.methods.setdefault(method.name, []).append(unit)
+                        self.index_held(method, unit.receiver, inner)
                 self.index_methods(node.body, inner)
+
+    def index_held(self, method: ast.FunctionDef, receiver: str | None, scope: _Scope) -> None:
+        for node in ast.walk(method):
+            if receiver is not None and isinstance(node, ASSIGNMENTS) and node.value is not None:
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                            and target.value.id == receiver:
+                        self.held.setdefault(target.attr, []).append((node.value, scope))
 
     def refuse(self, message: str, node: ast.AST | int, scope: _Scope, **values: str) -> None:
         line = node if isinstance(node, int) else getattr(node, "lineno", 1)
@@ -61,6 +79,13 @@ class _Reader(_FunctionBodies):
         self.queue(unit)
         if self.unit is not None and self.unit.name != "import":
             self.edges[id(self.unit.node)].add(id(unit.node))
+
+    def calls_implicitly(self, hook: str) -> None:
+        """The unit being read may make torch call `hook` of any module of the submission's (it calls a value the
+        reader cannot name, or formats one): an edge to each such method read, so that recursion through them is
+        a cycle too."""
+        if self.unit is not None and self.unit.name != "import":
+            self.implicit[hook].add(id(self.unit.node))
 
     def run(self) -> None:
         while self.todo:
@@ -79,6 +104,10 @@ class _Reader(_FunctionBodies):
         self.recursion()
 
     def recursion(self) -> None:
+        for hook, callers in self.implicit.items():
+            read = [id(unit.node) for unit in self.methods.get(hook, []) if id(unit.node) in self.units]
+            for caller in callers:
+                self.edges[caller].update(read)
         done: set[int] = set()
         path: list[int] = []
 
@@ -174,7 +203,9 @@ class _Reader(_FunctionBodies):
             self.class_scopes[id(node)] = _Scope(node, parent.module, parent, _bindings(node.body))
         return self.class_scopes[id(node)]
 
-    def base(self, node: ast.expr, scope: _Scope) -> None:
+    def base(self, node: ast.expr, scope: _Scope, *, reached: bool = False) -> None:
+        """A base class: torch's (only nn.Module, in a class the code reaches: torch's other classes call their own
+        methods, which a subclass may replace, out of the reader's sight) or the submission's, read whole."""
         chain = _chain(node)
         if chain is not None:
             root, attributes = chain
@@ -184,7 +215,9 @@ class _Reader(_FunctionBodies):
             for binding in bindings:
                 if isinstance(binding, _Imported) and binding.library is not None:
                     path = ".".join([binding.library, *attributes])
-                    if _accepted_library(path) and isinstance(_torch_object(path)[1], type):
+                    torch_class = _torch_object(path)[1]
+                    if _accepted_library(path) and isinstance(torch_class, type) and (
+                            not reached or torch_class is torch.nn.Module):
                         return
                 elif isinstance(binding, ast.ClassDef) and not attributes and found is not None:
                     self.reach(_Unit(binding, found, name=binding.name))
@@ -195,9 +228,11 @@ class _Reader(_FunctionBodies):
         """A class the code names: every method may run (operators run them unseen), and what it derives from."""
         inner = self.class_scope(node, scope)
         for base in node.bases:
-            self.base(base, scope)
+            self.base(base, scope, reached=True)
         for statement in node.body:
             if isinstance(statement, ast.FunctionDef):
+                if node.bases and statement.name in MODULE_OWN:
+                    self.refuse("override", statement, inner, code=f"{node.name}.{statement.name}")
                 self.reach(_method(statement, node, inner))
             elif isinstance(statement, ast.ClassDef):
                 self.reach(_Unit(statement, inner, name=statement.name))

@@ -26,7 +26,21 @@ TORCH_REFUSED = frozenset({"torch.vmap", "torch.compile", "torch.cond", "torch.w
                            "torch.import_ir_module", "torch.import_ir_module_from_buffer", "torch.classproperty",
                            "torch.set_default_tensor_type", "torch.nn.functional.boolean_dispatch",
                            "torch.nn.functional.handle_torch_function", "torch.nn.functional.Callable",
-                           "torch.nn.init.Callable"})
+                           "torch.nn.init.Callable",
+                           # modules that call the modules or callables they are handed, as many times as they
+                           # are told (a container of T, TransformerEncoder(layer, num_layers=T), lobpcg's tracker)
+                           "torch.nn.Container", "torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict",
+                           "torch.nn.ParameterList", "torch.nn.ParameterDict", "torch.nn.DataParallel",
+                           "torch.nn.Transformer", "torch.nn.TransformerEncoder", "torch.nn.TransformerDecoder",
+                           "torch.nn.TransformerEncoderLayer", "torch.nn.TransformerDecoderLayer",
+                           "torch.nn.TripletMarginWithDistanceLoss", "torch.lobpcg",
+                           "torch.nn.functional.triplet_margin_with_distance_loss"})
+# What torch itself calls of a submission's nn.Module: forward (the module called) and extra_repr (the module
+# printed or formatted). A method named like another of nn.Module's would be called by torch out of the reader's
+# sight (`train` on every child), so a class may not define one.
+MODULE_HOOKS = frozenset({"forward", "extra_repr"})
+MODULE_OWN = frozenset(name for name in dir(torch.nn.Module)
+                       if not (name.startswith("__") and name.endswith("__"))) - MODULE_HOOKS
 MATH = frozenset({"math.pi", "math.e", "math.inf", "math.nan", "math.tau", "math.sqrt", "math.log", "math.log2",
                   "math.log10", "math.exp", "math.ceil", "math.floor", "math.isqrt", "math.pow", "math.fabs",
                   "math.isfinite", "math.isinf", "math.isnan", "math.gcd"})
@@ -114,10 +128,18 @@ MESSAGES: dict[str, tuple[str, str]] = {
                   N_("use only @torch.no_grad(), @functools.lru_cache, @staticmethod, @classmethod or @property")),
     "target": (N_("an assignment to {code}"), N_("assign to names and to items (out[i] = ...), not to attributes")),
     "base": (N_("a class built on {code}, which the reader does not know"),
-             N_("derive only from torch classes (nn.Module) or from your own plain classes")),
+             N_("derive only from nn.Module or from your own plain classes")),
     "class_keyword": (N_("the class keyword {code}="),
                       N_("write a plain class, without a metaclass or class keywords")),
     "star": (N_("an import of *"), N_("import the names you use, by name")),
+    "starred": (N_("*{code}, which Python unpacks one element at a time"),
+                N_("unpack only a .shape (x.view(*x.shape[:-1], 2, -1)); hand whole tensors to torch "
+                   "functions instead")),
+    "repeated": (N_("{code}, a sequence of objects repeated as many times as a number says"),
+                 N_("repeat only constants ([1] * n, [None] * n); build the (T, T) weights once and use one matrix "
+                    "product, weights @ x")),
+    "override": (N_("the method {code}, named like nn.Module's own, which torch calls out of the grader's sight"),
+                 N_("give your method another name: torch calls only forward (and extra_repr) of a module by itself")),
     "unreadable": (N_("{code}, from {module}.py, which the grader cannot read"),
                    N_("define it in a file the grader reads (one of your exercise files), or use torch")),
     "not_defined": (N_("{code} is not defined by a plain def"),
