@@ -3,8 +3,10 @@
 `causal_average` is compared with its loop definition run in float64; `weight_mask_and_normalization`
 with the float64 golden of the reference. Each tolerance is derived from how far the float32
 reference lands from that golden on the same inputs. Vectorisation is judged twice: by the number of
-aten operations a call dispatches, which must not grow with T (counted in the worker), and by the
-submitted source, read here in the trusted process, which must show no Python loop (grader/judge/loops/).
+aten operations a call dispatches at two lengths drawn for each grading, which must neither grow with T nor
+exceed a bound far below the longer length (counted in a worker where only code the reader accepts has run),
+and by the submitted source, read here in the trusted process, which must show no Python loop
+(grader/judge/loops/).
 """
 
 import contextlib
@@ -73,25 +75,38 @@ def test_causal_average_float64_in_float64_out(impl, ref, device, seed):
                   hint="in float64: build the weights with dtype=x.dtype and device=x.device, not in float32.")
 
 
+SHORT, LONG = (4, 16), (256, 1024)  # the two lengths are drawn from these ranges, for each grading
+OPERATIONS = 100  # at most, at any T: the correct variants run 4 to 19, a loop one or more per position
+
+
 @pytest.mark.points(4)
 @pytest.mark.fresh_worker  # one that has imported masking.py (and what it imports) only: what grader.judge.loops reads
 def test_causal_average_is_vectorised(impl, ref, device, seed, grading):
-    short, long = torch.randn(2, 8, 4, device=device), torch.randn(2, 64, 4, device=device)
-    at_8, at_64 = count_ops(impl.masking.causal_average, short), count_ops(impl.masking.causal_average, long)
+    # The count is taken in a worker where only code the reader accepts has run, so nothing there rewrites or
+    # sees the counting; and a count can only be raised, never lowered: padding it flat costs as much as a loop.
+    t_short, t_long = (int(torch.randint(low, high + 1, ())) for low, high in (SHORT, LONG))
+    short, long = torch.randn(2, t_short, 4, device=device), torch.randn(1, t_long, 2, device=device)
+    at_short = count_ops(impl.masking.causal_average, short)
+    at_long = count_ops(impl.masking.causal_average, long)
     expected = loop_definition(long.double())
-    assert_close(at_64.value, expected.float(), atol=tolerance(ref.masking.causal_average(long), expected),
-                 name=tr("causal_average(x) at T=64"),
+    assert_close(at_long.value, expected.float(), atol=tolerance(ref.masking.causal_average(long), expected),
+                 name=tr("causal_average(x) at T={T}", T=t_long),
                  hint="get the values right first: out[:, t] is the mean of x[:, 0..t]: weights with 1/(t+1) in "
                       "columns 0..t of row t, then weights @ x.")
-    if at_64.total > at_8.total + 4:
+    if at_long.total > at_short.total + 4 or at_long.total > OPERATIONS:
         reference = count_ops(ref.masking.causal_average, short).total  # only now: the first count costs ~1 s
-        raise AssertionError(
-            tr("causal_average dispatched {at_8} torch operations at T=8 and {at_64} at T=64: its work grows with T, "
-               "so it loops over the positions (the reference runs {reference} at any T).", at_8=at_8.total,
-               at_64=at_64.total, reference=reference)
-            + hint_suffix(tr("build the (T, T) weight matrix once and replace the loop by one matrix product, "
-                             "weights @ x."))
-        )
+        counts = {"short": t_short, "long": t_long, "at_short": at_short.total, "at_long": at_long.total,
+                  "reference": reference}
+        if at_long.total > at_short.total + 4:
+            message = tr("causal_average dispatched {at_short} torch operations at T={short} and {at_long} at "
+                         "T={long}: its work grows with T, so it loops over the positions (the reference runs "
+                         "{reference} at any T).", **counts)
+        else:
+            message = tr("causal_average dispatched {at_long} torch operations at T={long}, where the reference runs "
+                         "{reference} at any T: that many is one or more per position, a loop over them however it "
+                         "is written.", **counts)
+        raise AssertionError(message + hint_suffix(tr("build the (T, T) weight matrix once and replace the loop by "
+                                                      "one matrix product, weights @ x.")))
     refused = python_loops(grading.submission.files, "masking", "causal_average")
     if refused:
         lines = len({(r.file, r.line) for r in refused})

@@ -44,6 +44,7 @@ ATTACKS = {
     "vectorised_redefined_by_an_annotation": ("masking", "loop_over_positions", "test_causal_average_is_vectorised"),
     "vectorised_loop_over_a_forged_shape": ("masking", "loop_over_positions", "test_causal_average_is_vectorised"),
     "vectorised_by_a_bound_method_callback": ("masking", "loop_over_positions", "test_causal_average_is_vectorised"),
+    "vectorised_by_an_unrolled_padded_loop": ("masking", "loop_over_positions", "test_causal_average_is_vectorised"),
     "structure_by_forged_describe": ("head_attention", "bias_true", "test_layers_are_key_query_value_without_bias"),
     "capstone_skips_training": ("transformer", "decodes_the_source", "test_capstone_trained_model_copies"),
     "capstone_answers_from_the_table": ("transformer", "decodes_the_source", "test_capstone_trained_model_copies"),

@@ -62,8 +62,14 @@ def shown(refusals: list[Refusal]) -> str:
     return "\n".join(map(str, refusals)) or "(nothing refused)"
 
 
+# Attacks with nothing for the reader to refuse (no loop, and no code run per position, in the source): a loop
+# written out line by line. The operation count, bounded far below the longer length drawn, catches them
+# (test_forged_verdicts grades them).
+COUNTED = {"vectorised_by_an_unrolled_padded_loop"}
+
+
 def test_every_vectorised_attack_folder_has_its_line_here():
-    assert {p.name for p in FORGERY.iterdir() if p.name.startswith("vectorised_")} == set(ATTACK_LINES)
+    assert {p.name for p in FORGERY.iterdir() if p.name.startswith("vectorised_")} == set(ATTACK_LINES) | COUNTED
 
 
 @pytest.mark.parametrize("attack", sorted(ATTACK_LINES))
