@@ -106,8 +106,9 @@ class Worker:
         mode = request.get("mode", "plain")
         if mode == "plain":
             return target(*args, **kwargs)
-        if mode == "count_ops":
-            return self.instrument.count_ops(target, args, kwargs)
+        if mode == "count_ops":  # the lines run in the submission's files too (staged as the package exercises)
+            folders = tuple(os.path.join(folder, "") for folder in importlib.import_module("exercises").__path__)
+            return self.instrument.count_ops(target, args, kwargs, lines_in=folders)
         if mode == "backward":
             grad_output = decoder.decode(request["grad_output"])
             return self.instrument.backward(target, args, kwargs, grad_output, request.get("output_index"))

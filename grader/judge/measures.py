@@ -30,16 +30,18 @@ class OpCount:
     value: Any
     total: int
     ops: dict[str, int] = field(default_factory=dict)
+    lines: int = 0  # lines of the submission's Python it ran (0 for the reference, counted here)
 
 
 def count_ops(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> OpCount:
-    """Run `fn` and count the aten operations it dispatches (for "no Python loop over T" checks)."""
+    """Run `fn` and count the aten operations it dispatches and, in the worker, the lines of the submission's files
+    it runs (for "no Python loop over T" checks)."""
     if isinstance(fn, Remote):
         fn._check_alive()
         result = fn._connection.call(fn, args, kwargs, mode="count_ops")
     else:
         result = instrument.count_ops(fn, list(args), kwargs)
-    return OpCount(result["value"], int(result["total"]), dict(result["ops"]))
+    return OpCount(result["value"], int(result["total"]), dict(result["ops"]), int(result.get("lines", 0)))
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@
 `causal_average` is compared with its loop definition run in float64; `weight_mask_and_normalization`
 with the float64 golden of the reference. Each tolerance is derived from how far the float32
 reference lands from that golden on the same inputs. Vectorisation is judged twice: by the number of
-aten operations a call dispatches at two lengths drawn for each grading, which must neither grow with T nor
-exceed a bound far below the longer length (counted in a worker where only code the reader accepts has run),
+aten operations a call dispatches and of lines of the submission's Python it runs, at two lengths drawn for each
+grading, which must neither grow with T nor exceed a bound far below the longer length (counted in a worker where
+only code the reader accepts has run),
 and by the submitted source, read here in the trusted process, which must show no Python loop
 (grader/judge/loops/).
 """
@@ -76,14 +77,16 @@ def test_causal_average_float64_in_float64_out(impl, ref, device, seed):
 
 
 SHORT, LONG = (4, 16), (256, 1024)  # the two lengths are drawn from these ranges, for each grading
-OPERATIONS = 100  # at most, at any T: the correct variants run 4 to 19, a loop one or more per position
+OPERATIONS = 100  # torch operations, at most, at any T: the correct variants run 4 to 23, a loop 1+ per position
+LINES = 100  # lines of the submission's Python, at most, at any T: the correct variants run 2 to 21
+SLACK = 8  # how many more of either the longer length may take (a branch on T)
 
 
 @pytest.mark.points(4)
 @pytest.mark.fresh_worker  # one that has imported masking.py (and what it imports) only: what grader.judge.loops reads
 def test_causal_average_is_vectorised(impl, ref, device, seed, grading):
-    # The count is taken in a worker where only code the reader accepts has run, so nothing there rewrites or
-    # sees the counting; and a count can only be raised, never lowered: padding it flat costs as much as a loop.
+    # Counted in a worker where only code the reader accepts has run, so nothing there rewrites or sees the counting;
+    # and a count can only be raised, never lowered: padding one flat costs as much as the loop it hides.
     t_short, t_long = (int(torch.randint(low, high + 1, ())) for low, high in (SHORT, LONG))
     short, long = torch.randn(2, t_short, 4, device=device), torch.randn(1, t_long, 2, device=device)
     at_short = count_ops(impl.masking.causal_average, short)
@@ -93,11 +96,21 @@ def test_causal_average_is_vectorised(impl, ref, device, seed, grading):
                  name=tr("causal_average(x) at T={T}", T=t_long),
                  hint="get the values right first: out[:, t] is the mean of x[:, 0..t]: weights with 1/(t+1) in "
                       "columns 0..t of row t, then weights @ x.")
-    if at_long.total > at_short.total + 4 or at_long.total > OPERATIONS:
+    hint = hint_suffix(tr("build the (T, T) weight matrix once and replace the loop by one matrix product, "
+                          "weights @ x."))
+    counts = {"short": t_short, "long": t_long}
+    if at_long.lines > at_short.lines + SLACK:
+        raise AssertionError(tr("causal_average ran {at_short} lines of your Python at T={short} and {at_long} at "
+                                "T={long}: code of yours runs once per position, a loop however it is written.",
+                                at_short=at_short.lines, at_long=at_long.lines, **counts) + hint)
+    if at_long.lines > LINES:
+        raise AssertionError(tr("causal_average ran {at_long} lines of your Python at T={long}, where a vectorised "
+                                "version runs a few dozen at most: code of yours runs once per position, a loop "
+                                "however it is written.", at_long=at_long.lines, **counts) + hint)
+    if at_long.total > at_short.total + SLACK or at_long.total > OPERATIONS:
         reference = count_ops(ref.masking.causal_average, short).total  # only now: the first count costs ~1 s
-        counts = {"short": t_short, "long": t_long, "at_short": at_short.total, "at_long": at_long.total,
-                  "reference": reference}
-        if at_long.total > at_short.total + 4:
+        counts |= {"at_short": at_short.total, "at_long": at_long.total, "reference": reference}
+        if at_long.total > at_short.total + SLACK:
             message = tr("causal_average dispatched {at_short} torch operations at T={short} and {at_long} at "
                          "T={long}: its work grows with T, so it loops over the positions (the reference runs "
                          "{reference} at any T).", **counts)
@@ -105,8 +118,7 @@ def test_causal_average_is_vectorised(impl, ref, device, seed, grading):
             message = tr("causal_average dispatched {at_long} torch operations at T={long}, where the reference runs "
                          "{reference} at any T: that many is one or more per position, a loop over them however it "
                          "is written.", **counts)
-        raise AssertionError(message + hint_suffix(tr("build the (T, T) weight matrix once and replace the loop by "
-                                                      "one matrix product, weights @ x.")))
+        raise AssertionError(message + hint)
     refused = python_loops(grading.submission.files, "masking", "causal_average")
     if refused:
         lines = len({(r.file, r.line) for r in refused})

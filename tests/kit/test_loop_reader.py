@@ -11,11 +11,15 @@ attacks for real.
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
+from grader.inside.shared import instrument
 from grader.judge import variants
 from grader.judge.loops import Refusal, python_loops
 
@@ -947,3 +951,34 @@ def test_a_function_named_super_is_followed_not_taken_for_the_builtin():
             return x
         """
     assert line_of(source, "for t in range(3)") in {r.line for r in read(source)}, shown(read(source))
+
+
+def test_the_counts_see_python_work_per_position_that_dispatches_nothing(tmp_path):
+    """The worker's count (`instrument.count_ops`) takes the lines run in the submission's files besides the torch
+    operations: a loop whose work is Python's own (rows of a mask as list slices, one torch.tensor at the end)
+    dispatches as few operations at any T, and runs a line per position however Python is made to repeat it."""
+    folder = tmp_path / "exercises"
+    folder.mkdir()
+    (folder / "masking.py").write_text(textwrap.dedent("""
+        import torch
+
+        def _row(keep, T, t):
+            keep[t * T: t * T + t + 1] = [1.0] * (t + 1)
+            return t + 1 < T and _row(keep, T, t + 1)
+
+        def causal_average(x):
+            T = x.size(1)
+            keep = [0.0] * (T * T)
+            _row(keep, T, 0)
+            w = torch.tensor(keep, dtype=x.dtype).view(T, T)
+            return w / w.sum(dim=1, keepdim=True) @ x
+        """), encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("counted_masking", folder / "masking.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    short, long = (instrument.count_ops(module.causal_average, [torch.randn(1, T, 2)], {},
+                                        lines_in=(f"{folder}{os.sep}",)) for T in (8, 300))
+    assert short["total"] == long["total"], "the operations are flat: Python's own work dispatches none"
+    assert long["lines"] > short["lines"] + 500, f"lines at T=8 and T=300: {short['lines']}, {long['lines']}"
+    reference = instrument.count_ops(module.causal_average, [torch.randn(1, 8, 2)], {})
+    assert reference["lines"] == 0, "no folder named, no lines counted"

@@ -6,6 +6,7 @@ sandbox, so it imports only torch) and by `testing` for the reference, so both a
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -14,9 +15,25 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 
-def count_ops(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """{"value": fn(...), "ops": {aten op name: count}, "total": count}."""
+def count_ops(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], *,
+              lines_in: tuple[str, ...] = ()) -> dict[str, Any]:
+    """{"value": fn(...), "ops": {aten op name: count}, "total": count, "lines": count}: the aten operations the call
+    dispatches, and the lines of Python it runs in files under the folders `lines_in` (the submission's).
+
+    Together they are every way a call can work once per position: a torch operation each time, or Python code of
+    the submission's each time (work on Python lists dispatches nothing, and code Python or torch calls unseen, a
+    module's forward or extra_repr, runs lines all the same)."""
     counts: Counter[str] = Counter()
+    lines = 0
+
+    def in_submission(frame: Any, event: str, arg: Any) -> Any:
+        return count_line if frame.f_code.co_filename.startswith(lines_in) else None
+
+    def count_line(frame: Any, event: str, arg: Any) -> Any:
+        nonlocal lines
+        if event == "line":
+            lines += 1
+        return count_line
 
     class CountOps(TorchDispatchMode):
         @classmethod
@@ -29,9 +46,16 @@ def count_ops(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -
             counts[str(func.overloadpacket.__name__)] += 1
             return func(*args, **(kwargs or {}))
 
-    with CountOps():
-        value = fn(*args, **kwargs)
-    return {"value": value, "ops": dict(counts), "total": sum(counts.values())}
+    before = sys.gettrace()
+    if lines_in:
+        sys.settrace(in_submission)
+    try:
+        with CountOps():
+            value = fn(*args, **kwargs)
+    finally:
+        if lines_in:
+            sys.settrace(before)
+    return {"value": value, "ops": dict(counts), "total": sum(counts.values()), "lines": lines}
 
 
 def backward(
