@@ -21,7 +21,9 @@ a rerun grades the rest.
 
 Dask itself moves the task's function by reference with pickle between the client, the scheduler and the
 workers: they are the instructor's machines, one trust domain, and the scheduler must be reachable by them
-only (docs/cluster.md). No student code runs outside a worker's sandbox.
+only (docs/cluster.md): `dask_client` takes a scheduler's address with TLS only, unless the instructor passes
+--insecure-cluster, and starts `local:N` with a certificate made for this batch. No student code runs outside a
+worker's sandbox.
 """
 
 from __future__ import annotations
@@ -29,18 +31,18 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
-import logging
 import math
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grader import lang
 from grader.batch import records
+from grader.batch.dask_client import ClusterError, connect, ready
 from grader.batch.dask_worker import STARTED, SlotPlugin, describe, fingerprint, grade_on_worker, kit_version
 from grader.batch.jobs import Isolation, Job, Outcome, Status
 from grader.grade.selection import Selection
@@ -52,16 +54,11 @@ if TYPE_CHECKING:
 
     from grader.batch.schedule import Entry, Result
 
-INSTALL = 'pip install "attention-kit[cluster]"'
 # What the client's environment decides about grading, so every worker grades as this machine would.
 GRADING_VARIABLES = ("GRADER_LANG", "GRADER_MEMORY_LIMIT_MB", "GRADER_CALL_TIMEOUT_S", "GRADER_SCRATCH_MB")
 DEATHS_FOR_A_LIMIT = 2  # workers that died grading one submission before it is recorded as a limit
 MAX_SENDS = 6  # times a submission is sent again after workers died holding it, before that is a grader failure
 WATCH_S = 5.0  # how long the batch waits for an answer before it looks for submissions no worker took
-
-
-class ClusterError(Exception):
-    """The cluster cannot grade this batch: a usage problem the user fixes (exit 2), said in one line."""
 
 
 class ClusterLost(Exception):
@@ -76,62 +73,11 @@ class Graded:
     report: dict[str, Any] | None
 
 
-def require_distributed() -> None:
-    """ClusterError, saying what to install, where dask's `distributed` is missing."""
-    try:
-        import distributed  # noqa: F401
-    except ImportError:
-        raise ClusterError(tr("--cluster needs Dask's distributed, which is not installed: {install}",
-                              install=INSTALL)) from None
-
-
-def parse(address: str) -> int | str:
-    """`local:N` as N (a LocalCluster of N workers), a scheduler's address as itself; ClusterError otherwise."""
-    if address.startswith("local:"):
-        count = address.removeprefix("local:")
-        if not count.isdigit() or not 1 <= int(count) <= 256:
-            raise ClusterError(tr("--cluster {address}: local:N takes a number of workers from 1 to 256, as in "
-                                  "local:2", address=address))
-        return int(count)
-    if "://" not in address or address.endswith("://"):
-        raise ClusterError(tr("--cluster {address} is not a Dask scheduler's address: give one like "
-                              "tcp://host:8786, or local:N for N workers on this machine", address=address))
-    return address
-
-
-@contextlib.contextmanager
-def connect(address: str) -> Iterator[Client]:
-    """A Dask client on the scheduler at `address`, or on a LocalCluster this process starts and stops."""
-    require_distributed()
-    target = parse(address)
-    from distributed import Client, LocalCluster
-
-    # Dask's own log lines (a worker lost, a task rescheduled, a scheduler gone) are for whoever runs the cluster;
-    # the batch says in its own lines what they mean for the grades.
-    for name in ["distributed", *logging.root.manager.loggerDict]:
-        if name.startswith("distributed"):
-            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
-    if isinstance(target, int):
-        with LocalCluster(n_workers=target, threads_per_worker=1, processes=True, dashboard_address=None,
-                          silence_logs=logging.CRITICAL) as cluster, Client(cluster) as client:
-            yield client
-        return
-    try:
-        client = Client(target)  # within Dask's distributed.comm.timeouts.connect (DASK_DISTRIBUTED__COMM__...)
-    except (OSError, TimeoutError, ValueError) as error:
-        raise ClusterError(tr("cannot reach the Dask scheduler at {address} ({error}): start it (dask scheduler) "
-                              "or check the address", address=address, error=error or type(error).__name__)) from None
-    try:
-        yield client
-    finally:
-        with contextlib.suppress(Exception):
-            client.close(timeout=5)
-
-
 def run(address: str, todo: list[Entry], results: dict[str, Result], out: Path, selection: Selection,
         keys: dict[str, str], *, timeout_s: float, device: str, on_result: Callable[[Result], None] | None,
-        isolation: Isolation, say: Callable[[str], None]) -> None:
+        isolation: Isolation, say: Callable[[str], None], insecure: bool = False) -> None:
     """Grade `todo` on a Dask cluster: intake here, grading on its workers, each report written here as it comes."""
+    ready(address, insecure=insecure)
 
     def record(result: Result) -> None:
         results[result.id] = result
@@ -157,7 +103,7 @@ def run(address: str, todo: list[Entry], results: dict[str, Result], out: Path, 
         record(records.recorded(by_id[submission_id], selection, keys[submission_id], answer.outcome, answer.report,
                                 out, device))
 
-    with connect(address) as client:
+    with connect(address, insecure=insecure) as client:
         grade(client, jobs, selection, device, isolation, on_graded=graded, say=say)
 
 

@@ -25,7 +25,7 @@ from grader.lang import tr
 
 try:
     from distributed import WorkerPlugin
-except ImportError:  # `cluster.require_distributed` says what to install before anything here is used
+except ImportError:  # `dask_client.require_distributed` says what to install before anything here is used
     WorkerPlugin = object  # type: ignore[misc,assignment]
 
 SLOT_MARGIN_S = 60  # past a submission's budget, how long a worker waits for its slot before replacing it

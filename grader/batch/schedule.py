@@ -136,12 +136,14 @@ def run(
     on_result: Callable[[Result], None] | None = None,
     isolation: Isolation | None = None,
     cluster: str | None = None,
+    insecure_cluster: bool = False,
     say: Callable[[str], None] = print,
 ) -> list[Result]:
     """Grade every entry not already done; returns one Result per entry, in entry order.
 
     `isolation` goes to every slot with each job. With `cluster` (a Dask scheduler's address, or local:N), the
-    slots are the cluster's (`grader.batch.cluster`) and `say` tells of each worker it refuses.
+    slots are the cluster's (`grader.batch.cluster`) and `say` tells of each worker it refuses; a scheduler's address
+    without TLS is refused unless `insecure_cluster` (--insecure-cluster).
     """
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob(".partial-*"):  # left by a batch that was killed: its reports never landed
@@ -163,7 +165,7 @@ def run(
         from grader.batch import cluster as dask_cluster
 
         dask_cluster.run(cluster, todo, results, out, selection, keys, timeout_s=timeout_s, device=device,
-                         on_result=on_result, isolation=isolation or Isolation(), say=say)
+                         on_result=on_result, isolation=isolation or Isolation(), say=say, insecure=insecure_cluster)
         return _finish(entries, results, out, selection)
     # Every slot stages its submissions under one folder of this batch's, removed when the batch ends
     # however it ends, so that no student's files stay on disk after it.

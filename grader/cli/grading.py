@@ -81,7 +81,7 @@ def _grade(
 def batch_command(args: argparse.Namespace, console: Console) -> int:
     """`grader batch`: grade every submission of a folder with a progress bar, then render the class summary."""
     from grader import batch
-    from grader.batch import cluster
+    from grader.batch import cluster, dask_client
 
     if not args.submissions.is_dir():
         die(tr("{path} is not a folder: give the folder that holds the submissions", path=repr(str(args.submissions))))
@@ -102,11 +102,10 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
         if args.cluster is None:
             tiers.refuse_unless_isolated(why=protect, allowed=args.allow_unisolated)
         else:  # no submission runs here: each worker's own isolation is checked when the batch starts
-            cluster.parse(args.cluster)
-            cluster.require_distributed()
+            dask_client.ready(args.cluster, insecure=args.insecure_cluster)
         isolation = batch.Isolation(secrets=[str(args.submissions.resolve()), str(args.out.resolve())],
                                     protect=protect, allow_unisolated=args.allow_unisolated)
-    except (UsageError, ValueError, IsolationRefused, cluster.ClusterError) as error:
+    except (UsageError, ValueError, IsolationRefused, dask_client.ClusterError) as error:
         die(str(error))
     # --out may lie inside SUBMISSIONS_DIR (`grader batch . --out grades`): the reports are no student's.
     entries = [e for e in batch.discover(args.submissions) if e.path.resolve() != args.out.resolve()]
@@ -131,8 +130,8 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
         try:
             results = batch.run(entries, args.out, selection, jobs=args.jobs, timeout_s=args.timeout,
                                 device=args.device, force=args.force, on_result=on_result, isolation=isolation,
-                                cluster=args.cluster, say=say)
-        except cluster.ClusterError as error:
+                                cluster=args.cluster, insecure_cluster=args.insecure_cluster, say=say)
+        except dask_client.ClusterError as error:
             die(str(error))
         except cluster.ClusterLost:
             print(tr("grader: the Dask scheduler at {address} went away: {done} of {total} reports are written in "

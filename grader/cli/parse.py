@@ -119,8 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--force", action="store_true", help="regrade submissions whose report is up to date")
     batch.add_argument("--allow-unisolated", action="store_true", help=UNISOLATED_HELP)
     batch.add_argument("--cluster", default=None, metavar="ADDRESS",
-                       help="grade on a Dask cluster: a scheduler (tcp://host:8786), or local:N for N workers here "
-                            '(needs pip install "attention-kit[cluster]"; see docs/cluster.md)')
+                       help="grade on a Dask cluster: a scheduler with TLS (tls://host:8786), or local:N for N workers "
+                            'here (needs pip install "attention-kit[cluster]"; see docs/cluster.md)')
+    batch.add_argument("--insecure-cluster", action="store_true",
+                       help="let --cluster take a scheduler without TLS (tcp://, ws://, ucx://), which runs code for "
+                            "anyone who reaches it: only on a network no one else can reach")
 
     release = commands.add_parser("release", help="build the student distribution (or the autograder bundle)")
     release.add_argument("--out", type=Path, required=True, metavar="DIR")
