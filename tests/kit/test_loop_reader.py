@@ -397,13 +397,21 @@ REFUSED = {
         def step(x, t):
             return causal_average(x)
         """}),
-    "a lambda": ("""
+    "a lambda handed to a function": ("""
         import torch
 
         def causal_average(x):
-            mean = lambda t: x[:, : t + 1].mean(dim=1)
-            return mean(0)
-        """, "mean = lambda", {}),
+            last = max(range(x.size(1)), key=lambda t: x[:, : t + 1].mean())
+            return x.cumsum(1) / torch.arange(1, x.size(1) + 1).view(1, -1, 1)
+        """, "last = max(", {}),
+    "a lambda bound to a name, handed to a function": ("""
+        import torch
+
+        def causal_average(x):
+            score = lambda t: x[:, : t + 1].mean()
+            last = max(range(x.size(1)), key=score)
+            return x.cumsum(1) / torch.arange(1, x.size(1) + 1).view(1, -1, 1)
+        """, "last = max(", {}),
     "a def handed to a function": ("""
         import torch
 
@@ -482,15 +490,6 @@ REFUSED = {
                 return x
             return x.cumsum(1)
         """, "if False:", {}),
-    "an if __name__ block at the top": ("""
-        import torch
-
-        def causal_average(x):
-            return x.cumsum(1)
-
-        if __name__ == "__main__":
-            print(causal_average(torch.randn(1, 3, 2)))
-        """, "if __name__", {}),
     "__name__ bound at the top": ("""
         import torch
 
@@ -761,6 +760,40 @@ IMPLICIT = {
 REFUSED.update(IMPLICIT)
 
 IMPLICIT_ACCEPTED = {
+    "lambdas bound to names, at the top and inside the function (the contract allows them)": """
+        import torch
+
+        create_look_ahead_mask = lambda T: torch.tril(torch.ones(T, T)).unsqueeze(0).unsqueeze(0)
+        causal_mask = lambda T: torch.triu(torch.full((1, 1, T, T), float("-inf")), diagonal=1)
+
+        def causal_average(x):
+            normalise = lambda w: w / w.sum(dim=-1, keepdim=True)
+            T = x.size(1)
+            return normalise(torch.ones(T, T, dtype=x.dtype, device=x.device).tril()) @ x
+        """,
+    "a demo under if __name__ == \"__main__\" (it never runs on import), a try in the function": """
+        import torch
+
+        def causal_average(x):
+            try:
+                T = x.size(1)
+            except AttributeError as error:
+                raise TypeError(f"x must be a tensor, not {x!r}") from error
+            else:
+                w = torch.ones(T, T, dtype=x.dtype, device=x.device).tril()
+            finally:
+                pass
+            return w / w.sum(dim=-1, keepdim=True) @ x
+
+        if __name__ == "__main__":
+            for T in range(1, 100):
+                print(causal_average(torch.randn(1, T, 2)).shape)
+        """,
+    "causal_average itself a lambda": """
+        import torch
+
+        causal_average = lambda x: x.cumsum(1) / torch.arange(1, x.size(1) + 1, device=x.device).view(1, -1, 1)
+        """,
     "a module calling the torch modules it holds, an f-string in its assert": """
         import torch
         from torch import nn

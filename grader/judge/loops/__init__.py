@@ -28,7 +28,7 @@ from __future__ import annotations
 import ast
 
 from grader.judge.loops.reader import _Reader
-from grader.judge.loops.scopes import _Module, _Unit
+from grader.judge.loops.scopes import _Module, _named_lambda, _Unit
 from grader.judge.loops.vocabulary import Refusal, _refusal
 from grader.judge.sources import imported_closure, parse
 
@@ -53,7 +53,8 @@ def _read(files: dict[str, bytes], module: str, function: str) -> list[Refusal]:
         return [_refusal(f"{module}.py", 1, "unparsable")]
     modules = {name: _Module(name, found.tree) for name, found in parsed.items()}
     reader = _Reader(modules)
-    definitions = [d for d in modules[module].scope.names.get(function, []) if isinstance(d, ast.FunctionDef)]
+    definitions = [d for d in modules[module].scope.names.get(function, [])
+                   if isinstance(d, ast.FunctionDef) or _named_lambda(d)]
     if not definitions:
         return [_refusal(f"{module}.py", 1, "not_defined", code=function)]
     for name in imported_closure(parsed, module):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 import builtins
 
-from grader.judge.loops.scopes import Binding, _chain, _Imported, _method, _Scope, _Unit
+from grader.judge.loops.implicit import _constant, _ImplicitCalls, _shape
+from grader.judge.loops.scopes import Binding, _chain, _Imported, _method, _named_lambda, _Scope, _Unit
 from grader.judge.loops.vocabulary import (
     ASSIGNMENTS,
     ATTRIBUTES,
@@ -15,8 +16,8 @@ from grader.judge.loops.vocabulary import (
     FUNCTIONS,
     ITERATING,
     METHODS,
-    MODULE_OWN,
     PLAIN_EXPRESSIONS,
+    TEXT_BUILTINS,
     _accepted_library,
     _code,
     _dunder,
@@ -27,7 +28,7 @@ from grader.judge.loops.vocabulary import (
 from grader.lang import tr
 
 
-class _Expressions:
+class _Expressions(_ImplicitCalls):
     """The reader's part that reads expressions; its bookkeeping (`refuse`, `reach`, `class_scope`), statements and
     loops (`target`, `over_shape`, `comprehension`) are in the classes built on it, `_FunctionBodies` and `_Reader`."""
 
@@ -68,24 +69,11 @@ class _Expressions:
         else:
             self.refuse("expression", node, scope, kind=_kind(node))
 
-    def repeated(self, node: ast.expr, scope: _Scope) -> bool:
-        """Whether `node`, an operand of `*`, is a sequence holding more than constants (a display, a comprehension,
-        or a name bound to one): repeated, it hands the same objects to whatever walks it, as often as a number
-        says."""
-        if isinstance(node, ast.Name):
-            found, bindings = scope.resolve(node.id)
-            return found is not None and any(  # `steps = [m]`, not `a, b = f(), 1.0` (b is not the tuple)
-                isinstance(b, ASSIGNMENTS) and b.value is not None and self.repeated(b.value, found)
-                and any(isinstance(t, ast.Name) for t in (b.targets if isinstance(b, ast.Assign) else [b.target]))
-                for b in bindings)
-        if isinstance(node, tuple(COMPREHENSIONS)):
-            return True
-        return isinstance(node, (ast.List, ast.Tuple)) and not all(_constant(e) for e in node.elts)
-
-    def message(self, node: ast.expr, scope: _Scope) -> None:
+    def message(self, node: ast.expr, scope: _Scope, *, formats_modules: bool = True) -> None:
         """The message of a raise, an assert or a print: text may be built there, it goes nowhere the code reads.
-        Formatting a module of the submission's calls its extra_repr."""
-        if not _constant(node):
+        Formatting a module of the submission's calls its extra_repr (an extra_repr's own text formats the
+        module's settings: were it to format a module, the lines that runs are counted, test_masking)."""
+        if formats_modules and not _constant(node):
             self.calls_implicitly("extra_repr")
         outside, self.in_message = self.in_message, True
         try:
@@ -99,7 +87,7 @@ class _Expressions:
             return
         found, bindings = scope.resolve(node.id)
         if found is None:
-            if node.id not in BUILTINS:
+            if node.id not in BUILTINS and not (self.in_message and node.id in TEXT_BUILTINS):
                 self.refuse("builtin", node, scope, code=node.id)
             return
         for binding in bindings:
@@ -161,7 +149,9 @@ class _Expressions:
         chain = _chain(node)
         if chain is None:
             self.expression(node.value, scope)
-            self.value_attributes([node.attr], node, scope, called=called)
+            text = isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+            if not (self.in_message and text and node.attr == "format" and called):  # "got {}".format(x.shape)
+                self.value_attributes([node.attr], node, scope, called=called)
             return
         root, attributes = chain
         if any(_dunder(a) for a in [root.id, *attributes]):
@@ -237,6 +227,10 @@ class _Expressions:
                 continue
             elif attribute in self.methods and last:
                 self.refuse("function_value", node, scope, code=_code(node))  # f = obj.step: a bound method
+            elif attribute in self.methods:  # obj.mT.real: a property named like a tensor's attribute runs
+                for unit in self.methods[attribute]:
+                    self.reach(unit)
+                continue
             elif attribute not in ATTRIBUTES:
                 self.refuse("attribute", node, scope, code=attribute)
             else:
@@ -276,38 +270,6 @@ class _Expressions:
             if builtin is not None and keyword.arg == "key":  # min(..., key=f) calls f per element
                 self.refuse("callback", keyword.value, scope, code=_code(keyword.value), callee=builtin)
         self.arguments(node, scope, callee=_code(node.func, 32), classes=classes)
-
-    def unnamed(self, func: ast.expr, scope: _Scope) -> bool:
-        """Whether a call's callee is a value the reader cannot name (a variable, a parameter, `self.inner`, a call's
-        result): it may be a module of the submission's, whose forward the call runs."""
-        chain = _chain(func)
-        if chain is None:
-            return not isinstance(func, ast.Attribute)  # x.sum(1).mean(): a method, followed by name
-        root, attributes = chain
-        found, bindings = scope.resolve(root.id)
-        if found is None:
-            return False  # a builtin
-        if root.id == scope.receiver and scope.parameter(root.id):
-            return not attributes or (len(attributes) == 1 and attributes[0] not in self.methods
-                                      and attributes[0] not in MODULE_OWN and not self.torch_held(attributes[0]))
-        if attributes:
-            return False  # a library's function, a submission module's, or a method followed by name
-        return not all(isinstance(b, (_Imported, *DEFINITIONS)) for b in bindings)
-
-    def torch_held(self, attribute: str) -> bool:
-        """Whether every assignment of `self.<attribute>`, in any class, is a module or tensor torch builds
-        (`self.soft = nn.Softmax(dim=-1)`): calling it runs torch's code only."""
-        held = self.held.get(attribute, [])
-        return bool(held) and all(_constant(value) or self.torch_built(value, scope) for value, scope in held)
-
-    def torch_built(self, node: ast.expr, scope: _Scope) -> bool:
-        chain = _chain(node.func) if isinstance(node, ast.Call) else None
-        if chain is None:
-            return False
-        root, attributes = chain
-        found, bindings = scope.resolve(root.id)
-        return found is not None and len(bindings) == 1 and isinstance(bindings[0], _Imported) \
-            and bindings[0].library is not None and _accepted_library(".".join([bindings[0].library, *attributes]))
 
     def arguments(self, node: ast.Call, scope: _Scope, *, callee: str, classes: tuple[ast.expr, ...] = ()) -> None:
         for argument in [*node.args, *(keyword.value for keyword in node.keywords)]:
@@ -353,8 +315,9 @@ class _Expressions:
                 name = binding.attribute or (attributes[0] if attributes else None)
                 return module is not None and any(isinstance(b, DEFINITIONS)
                                                   for b in module.scope.names.get(name or "", []))
-            if isinstance(binding, DEFINITIONS) or (  # or an alias of one, `_run = _Helper.run`
-                    isinstance(binding, ast.Assign) and isinstance(found.node, ast.Module) and not attributes
+            if isinstance(binding, DEFINITIONS) or (  # or an alias of one, `_run = _Helper.run`, or a named lambda
+                    isinstance(binding, ast.Assign) and not attributes
+                    and (isinstance(found.node, ast.Module) or _named_lambda(binding))
                     and self.function(binding.value, found, depth + 1)):
                 return True
         # a value's attribute: x.sum is a bound method, x.dtype is not
@@ -363,31 +326,6 @@ class _Expressions:
     def dimensions(self, node: ast.expr, scope: _Scope) -> bool:
         """What an iterating builtin may go over: a parameter's .shape, a comprehension (itself read), a literal."""
         return self.over_shape(node, scope) or isinstance(node, (*COMPREHENSIONS, ast.Tuple, ast.List, ast.Set))
-
-
-def _constant(node: ast.expr) -> bool:
-    """A constant, a sign in front of one, or slice(...) of them: a value no code of the submission's runs for."""
-    if isinstance(node, ast.UnaryOp):
-        node = node.operand
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "slice":
-        return not node.keywords and all(_constant(a) for a in node.args)
-    return isinstance(node, ast.Constant)
-
-
-def _shape(node: ast.expr, scope: _Scope) -> bool:
-    """`q.shape`, `q.size()`, a slice of them, or a name bound only to one: dimensions, whatever `q` is; unpacked,
-    they are numbers, for which no code of the submission's runs."""
-    if isinstance(node, ast.Name):
-        found, bindings = scope.resolve(node.id)
-        return found is not None and bool(bindings) and all(
-            isinstance(b, ast.Assign) and len(b.targets) == 1 and isinstance(b.targets[0], ast.Name)
-            and _shape(b.value, found) for b in bindings)
-    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
-        node = node.value
-    if isinstance(node, ast.Call) and not node.args and not node.keywords:
-        node = node.func
-        return isinstance(node, ast.Attribute) and node.attr == "size"
-    return isinstance(node, ast.Attribute) and node.attr == "shape"
 
 
 def _super(node: ast.expr) -> bool:

@@ -6,15 +6,17 @@ import ast
 
 import torch
 
-from grader.judge.loops.scopes import _bindings, _chain, _Imported, _method, _Module, _Scope, _Unit
+from grader.judge.loops.scopes import _bindings, _chain, _Imported, _method, _Module, _named_lambda, _Scope, _Unit
 from grader.judge.loops.statements import _FunctionBodies
 from grader.judge.loops.vocabulary import (
     ANNOTATION_NODES,
     ASSIGNMENTS,
     DECORATORS,
+    DIMENSIONS,
     FUNCTIONS,
     MODULE_HOOKS,
     MODULE_OWN,
+    REGISTERING,
     Refusal,
     _accepted_library,
     _code,
@@ -40,6 +42,7 @@ class _Reader(_FunctionBodies):
         self.implicit: dict[str, set[int]] = {hook: set() for hook in MODULE_HOOKS}
         # what each attribute of a receiver is assigned, in any method of any class (`self.soft = nn.Softmax(-1)`)
         self.held: dict[str, list[tuple[ast.expr, _Scope]]] = {}
+        self.registers = False  # whether any code registers a module by other means (add_module, _modules)
         for module in modules.values():
             self.index_methods(module.tree.body, module.scope)
 
@@ -58,6 +61,8 @@ class _Reader(_FunctionBodies):
 
     def index_held(self, method: ast.FunctionDef, receiver: str | None, scope: _Scope) -> None:
         for node in ast.walk(method):
+            if isinstance(node, ast.Attribute) and node.attr in REGISTERING:
+                self.registers = True
             if receiver is not None and isinstance(node, ASSIGNMENTS) and node.value is not None:
                 for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                     if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
@@ -99,9 +104,18 @@ class _Reader(_FunctionBodies):
                 self.statements(node.body, inner)
             elif isinstance(node, ast.ClassDef):
                 self.whole_class(node, scope)
+            elif _named_lambda(node):
+                self.lambda_body(node.value, scope)
             elif isinstance(node, ASSIGNMENTS) and node.value is not None:
                 self.expression(node.value, scope)
         self.recursion()
+
+    def lambda_body(self, node: ast.Lambda, scope: _Scope) -> None:
+        """A lambda bound to a name, read as the def it stands for: its defaults where it is made, its body with
+        its parameters."""
+        for default in [*node.args.defaults, *filter(None, node.args.kw_defaults)]:
+            self.expression(default, scope)
+        self.expression(node.body, _Scope(node, scope.module, scope, _bindings([], parameters=node.args)))
 
     def recursion(self) -> None:
         for hook, callers in self.implicit.items():
@@ -146,7 +160,11 @@ class _Reader(_FunctionBodies):
                     self.refuse("dunder", node, scope, code=f"def {node.name}")
                 self.header(node, scope)
             elif isinstance(node, ast.ClassDef):
+                if _dunder(node.name):
+                    self.refuse("dunder", node, scope, code=f"class {node.name}")
                 self.class_header(node, scope)
+            elif _exports(node):  # __all__ = ["causal_average", ...]: names, as text
+                continue
             elif isinstance(node, ASSIGNMENTS):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:
@@ -160,6 +178,8 @@ class _Reader(_FunctionBodies):
                     self.expression(node.value, scope)
             elif isinstance(node, ast.Expr):
                 self.expression(node.value, scope)
+            elif isinstance(node, ast.If) and _main_guard(node, scope) and not node.orelse:
+                continue  # a demo under `if __name__ == "__main__":` never runs on import, and nothing rebinds __name__
             elif isinstance(node, ast.If):
                 self.refuse("top_if", node, scope, code=_code(node.test))
             else:
@@ -233,6 +253,8 @@ class _Reader(_FunctionBodies):
             if isinstance(statement, ast.FunctionDef):
                 if node.bases and statement.name in MODULE_OWN:
                     self.refuse("override", statement, inner, code=f"{node.name}.{statement.name}")
+                elif statement.name in DIMENSIONS:
+                    self.refuse("own_shape", statement, inner, code=f"{node.name}.{statement.name}")
                 self.reach(_method(statement, node, inner))
             elif isinstance(statement, ast.ClassDef):
                 self.reach(_Unit(statement, inner, name=statement.name))
@@ -263,3 +285,24 @@ class _Reader(_FunctionBodies):
             if not plain or _dunder(named):
                 self.refuse("annotation", node, scope, code=_code(node))
                 return
+
+
+def _exports(node: ast.stmt) -> bool:
+    """`__all__ = [...]` of strings: the names a star import takes, which runs nothing."""
+    return isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+        and node.targets[0].id == "__all__" and isinstance(node.value, (ast.List, ast.Tuple)) \
+        and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.value.elts)
+
+
+def _main_guard(node: ast.If, scope: _Scope) -> bool:
+    """`if __name__ == "__main__":` at the top of a file (a module's own name, which no code the reader accepts can
+    bind: it refuses every binding of a double-underscore name)."""
+    test = node.test
+    if not (isinstance(scope.node, ast.Module) and isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = {type(test.left), type(test.comparators[0])}
+    name = next((s for s in (test.left, test.comparators[0]) if isinstance(s, ast.Name)), None)
+    text = next((s for s in (test.left, test.comparators[0]) if isinstance(s, ast.Constant)), None)
+    return sides == {ast.Name, ast.Constant} and name is not None and name.id == "__name__" \
+        and text is not None and text.value == "__main__"

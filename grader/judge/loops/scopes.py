@@ -149,3 +149,8 @@ def _chain(node: ast.expr) -> tuple[ast.Name, list[str]] | None:
         node = node.value
     return (node, attributes[::-1]) if isinstance(node, ast.Name) else None
 
+
+def _named_lambda(node: ast.AST) -> bool:
+    """`name = lambda ...`: a function by another spelling, called by its name like a def."""
+    return isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+        and isinstance(node.value, ast.Lambda)

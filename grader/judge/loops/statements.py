@@ -5,12 +5,13 @@ from __future__ import annotations
 import ast
 
 from grader.judge.loops.expressions import _Expressions
-from grader.judge.loops.scopes import _comprehension_scope, _Scope, _Unit
+from grader.judge.loops.scopes import _comprehension_scope, _named_lambda, _Scope, _Unit
 from grader.judge.loops.vocabulary import (
     ASSIGNMENTS,
     COMPREHENSIONS,
     DIMENSION_CALLS,
     DIMENSION_NODES,
+    DIMENSIONS,
     _code,
     _dunder,
     _kind,
@@ -34,14 +35,21 @@ class _FunctionBodies(_Expressions):
         if isinstance(node, ast.Expr):
             self.expression(node.value, scope)
         elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Mult) and (
+                    self.repeated(node.target, scope) or self.repeated(node.value, scope)):
+                self.refuse("repeated", node, scope, code=_code(node))  # rows *= T
             for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                 self.target(target, scope)
             if isinstance(node, ast.AnnAssign):
                 self.annotation(node.annotation, scope)
-            if node.value is not None:
+            if _named_lambda(node):  # f = lambda w: ...: read as a def, here and now
+                self.reach(_Unit(node, scope, name=node.targets[0].id))
+            elif node.value is not None:
                 self.expression(node.value, scope)
         elif isinstance(node, ast.Return):
-            if node.value is not None:
+            if node.value is not None and self.unit is not None and self.unit.name.endswith(".extra_repr"):
+                self.message(node.value, scope, formats_modules=False)  # text for torch's repr of the module
+            elif node.value is not None:
                 self.expression(node.value, scope)
         elif isinstance(node, ast.Assert):
             self.expression(node.test, scope)
@@ -73,6 +81,16 @@ class _FunctionBodies(_Expressions):
             self.statements(node.orelse, scope)
         elif isinstance(node, ast.While):
             self.refuse("while", node, scope)
+        elif isinstance(node, ast.Try):  # each block once, in order: no code runs more often than it is written
+            self.statements(node.body, scope)
+            for handler in node.handlers:
+                if handler.type is not None:
+                    self.expression(handler.type, scope)
+                if handler.name is not None and _dunder(handler.name):
+                    self.refuse("dunder", handler, scope, code=handler.name)
+                self.statements(handler.body, scope)
+            self.statements(node.orelse, scope)
+            self.statements(node.finalbody, scope)
         elif isinstance(node, ast.Delete):
             for target in node.targets:
                 self.target(target, scope)
@@ -98,6 +116,8 @@ class _FunctionBodies(_Expressions):
             self.expression(node.slice, scope)
         elif isinstance(node, ast.Attribute) and not names_only and isinstance(node.value, ast.Name) \
                 and node.value.id == scope.receiver and scope.parameter(node.value.id) and not _dunder(node.attr):
+            if node.attr in DIMENSIONS:  # self.shape = [self] * n: the reader takes .shape for dimensions
+                self.refuse("own_shape", node, scope, code=_code(node))
             return  # self.weights = ...: the class is read whole
         else:
             self.refuse("target", node, scope, code=_code(node))
@@ -113,7 +133,11 @@ class _FunctionBodies(_Expressions):
         return not any(isinstance(n, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) for n in ast.walk(test))
 
     def over_shape(self, node: ast.expr, scope: _Scope) -> bool:
-        """`x.shape`, `x.size()`, or a slice of them, with `x` a parameter: a few dimensions, never the positions."""
+        """`x.shape`, `x.size()`, a slice of them or `enumerate` of one, with `x` a parameter: a few dimensions, never
+        the positions."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "enumerate" \
+                and len(node.args) == 1 and not node.keywords and scope.resolve("enumerate")[0] is None:
+            node = node.args[0]
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
             node = node.value
         if isinstance(node, ast.Call) and not node.args and not node.keywords and isinstance(node.func, ast.Attribute) \

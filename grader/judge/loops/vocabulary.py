@@ -39,16 +39,23 @@ TORCH_REFUSED = frozenset({"torch.vmap", "torch.compile", "torch.cond", "torch.w
 # printed or formatted). A method named like another of nn.Module's would be called by torch out of the reader's
 # sight (`train` on every child), so a class may not define one.
 MODULE_HOOKS = frozenset({"forward", "extra_repr"})
+# What the reader takes for a tensor's few dimensions, so a class of the submission's may not have its own.
+DIMENSIONS = frozenset({"shape"})
+# How a module can hold another without `self.name = ...`, which is how the reader knows what a module holds.
+REGISTERING = frozenset({"add_module", "register_module", "_modules", "__dict__", "__setattr__"})
 MODULE_OWN = frozenset(name for name in dir(torch.nn.Module)
                        if not (name.startswith("__") and name.endswith("__"))) - MODULE_HOOKS
 MATH = frozenset({"math.pi", "math.e", "math.inf", "math.nan", "math.tau", "math.sqrt", "math.log", "math.log2",
                   "math.log10", "math.exp", "math.ceil", "math.floor", "math.isqrt", "math.pow", "math.fabs",
-                  "math.isfinite", "math.isinf", "math.isnan", "math.gcd"})
+                  "math.isfinite", "math.isinf", "math.isnan", "math.gcd", "math.prod"})
 # Builtins on dimensions and numbers; the iterating ones only over a parameter's .shape (or a literal).
 BUILTINS = frozenset({"int", "float", "bool", "len", "abs", "round", "min", "max", "isinstance", "print", "range",
+                      "enumerate", "Exception", "AttributeError", "ZeroDivisionError", "ArithmeticError", "LookupError",
                       "slice", "super", "tuple", "list", "all", "any", "sum", "map", "ValueError", "TypeError",
                       "RuntimeError", "IndexError", "KeyError", "AssertionError", "NotImplementedError"})
-ITERATING = frozenset({"tuple", "list", "all", "any", "sum", "min", "max", "map"})
+ITERATING = frozenset({"tuple", "list", "all", "any", "sum", "min", "max", "map", "enumerate"})
+# Builtins that turn values into text, read only in a message (raise, assert, print, a module's extra_repr).
+TEXT_BUILTINS = frozenset({"str", "repr", "format"})
 # What the body of a loop over a shape may do: check and convert the dimensions, never touch a tensor, so that it
 # does no work however many dimensions it is handed (a helper's parameter can be a tensor of T dims).
 DIMENSION_CALLS = frozenset({"int", "float", "bool", "abs", "round", "min", "max", "print", "ValueError", "TypeError",
@@ -114,8 +121,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "torch": (N_("{code}, which calls Python code, reads files or leaves torch"),
               N_("use torch's tensor operations (torch.tril, torch.ones, masked_fill, softmax, @)")),
     "builtin": (N_("the builtin {code}"), N_("only int, float, bool, len, abs, round, min, max, isinstance, print, "
-                                             "range and, over a parameter's .shape, tuple, list, sum, all, any and "
-                                             "map(int, ...) are read")),
+                                             "range and, over a parameter's .shape, tuple, list, sum, all, any, "
+                                             "enumerate and map(int, ...) are read")),
     "iterating": (N_("{code}() over {argument}, which is not a parameter's .shape"),
                   N_("use tensor operations (x.sum(dim=...), torch.stack) instead of Python's iteration")),
     "leaves_torch": (N_("the method .{code}(), which leaves torch or runs a function per element"),
@@ -138,6 +145,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "repeated": (N_("{code}, a sequence of objects repeated as many times as a number says"),
                  N_("repeat only constants ([1] * n, [None] * n); build the (T, T) weights once and use one matrix "
                     "product, weights @ x")),
+    "own_shape": (N_("{code}, a .shape of a class's own, which the reader takes for a tensor's dimensions"),
+                  N_("give it another name: .shape is read as a tensor's few dimensions")),
     "override": (N_("the method {code}, named like nn.Module's own, which torch calls out of the grader's sight"),
                  N_("give your method another name: torch calls only forward (and extra_repr) of a module by itself")),
     "unreadable": (N_("{code}, from {module}.py, which the grader cannot read"),
