@@ -10,10 +10,13 @@ killed, whole tree, through psutil. One worker, started as the sandbox is (it im
 grader does), serves every call of a run until it crashes; the next is started then.
 
 What bounds a worker here: its time per call and per run (`Connection`), its memory and CPU time
-watched from here through psutil (every OS), rlimits it sets on itself on macOS, a Job Object's memory
-limit on Windows where pywin32 is installed, and uid 65534 when the grader is root. No namespaces, no
-seccomp, no Landlock: this is the `none` tier, every report says so, and what it would expose (hidden
-tests, solutions) is refused as at the `none` tier on Linux. `grader batch` refuses it outright.
+watched from here through psutil (every OS; on Linux with the shared memory it holds, `shmem`), rlimits
+it sets on itself on macOS, a Job Object's memory limit on Windows where pywin32 is installed, and uid
+65534 when the grader is root. What a worker leaves in the shared folders (/tmp, /var/tmp, /dev/shm) and
+its System V segments are removed once it is gone, as the zygote's `user` tier removes them
+(`scratch.remove_sandbox_files`). No namespaces, no seccomp, no Landlock: this is the `none` tier, every
+report says so, and what it would expose (hidden tests, solutions) is refused as at the `none` tier on
+Linux. `grader batch` refuses it outright.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grader.host import scratch
+from grader.host import scratch, shmem
 from grader.host.limits import Limits, WorkerStartError
 from grader.host.spawned import PortableWorker
 from grader.host.trees import become_subreaper
@@ -124,7 +127,11 @@ class PortableSandbox:
         self._scratch.chmod(0o700)
         self._paths = [str(self.stage), *python_paths()]
         self._client: PortableClient | None = None
-        self._spare: PortableWorker | None = self.start_worker()
+        self._spare: PortableWorker | None = None
+        self._before = self._shared_now()  # where the workers are the grader's own uid, what is not theirs to remove
+        self._shared = shmem.SharedMemory.for_worker(SANDBOX_UID if self._as_root else None, files=limits.inodes)
+        self._clean()  # what a grader killed outright left would count against our first worker
+        self._spare = self.start_worker()
 
     # --- what Workers, Connection and GradingSession ask of a sandbox --------------------------------
 
@@ -144,6 +151,8 @@ class PortableSandbox:
         if self._client is not None:
             self._client.close()
             scratch.empty(self._scratch)
+            if self._shared is not None:
+                self._shared.restart()
         submissions.stage_exercises(submission, kit_root=kit_root(), into=self.stage)
         self._client = PortableClient(self)
         return self._client
@@ -173,7 +182,7 @@ class PortableSandbox:
                                        cwd=str(self._scratch), env=self._environment(), **options)
         except OSError as error:
             raise WorkerStartError(f"the grading worker could not start: {error}") from None
-        worker = PortableWorker(process, self.limits, warm=self.warm)
+        worker = PortableWorker(process, self.limits, warm=self.warm, shared=self._shared, on_end=self._ended)
         _windows_job(worker, self.limits)
         try:
             assert process.stdin is not None
@@ -201,12 +210,40 @@ class PortableSandbox:
                                PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
         return environment
 
+    def _ended(self, worker: PortableWorker) -> None:
+        """A worker and all it started are gone (its end, a crash, a kill past its limits): what it left in the
+        shared folders and shared memory goes, unless another worker of this sandbox still runs."""
+        others = [*(self._client.workers if self._client is not None else ()), self._spare]
+        if not any(other is not None and other is not worker and other.alive() for other in others):
+            self._clean()
+
+    def _shared_now(self) -> tuple[frozenset[tuple[int, int]], frozenset[int]]:
+        """The entries at the top of the shared folders and the System V segments there are now (Linux, where the
+        workers are the grader's own uid: what its clean-up keeps)."""
+        if self._as_root or not sys.platform.startswith("linux"):
+            return frozenset(), frozenset()
+        return scratch.shared_entries(), frozenset(number for number, *_ in shmem.segments())
+
+    def _clean(self) -> None:
+        """Remove what the workers' uid left in the shared folders (/tmp, /var/tmp, /dev/shm), as the zygote's `user`
+        tier does between submissions, and its System V segments: as root, all of uid 65534's; on Linux as the
+        grader's own uid, what was not there when this sandbox started; elsewhere nothing (the workers' own
+        folder is removed with the sandbox)."""
+        if self._as_root:
+            scratch.remove_sandbox_files()
+            shmem.remove_segments(uid=SANDBOX_UID)
+        elif sys.platform.startswith("linux"):
+            entries, segments = self._before
+            scratch.remove_sandbox_files(uid=os.geteuid(), keep=entries)
+            shmem.remove_segments(uid=os.geteuid(), keep=segments)
+
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
         if self._spare is not None:
             self._spare.kill()
             self._spare = None
+        self._clean()  # each worker's end cleaned already, unless it escaped us: once more before any report
         scratch.remove(self._home)
 
 
@@ -216,6 +253,10 @@ class PortableClient:
     def __init__(self, sandbox: PortableSandbox) -> None:
         self.sandbox = sandbox
         self._workers: list[PortableWorker] = []
+
+    @property
+    def workers(self) -> tuple[PortableWorker, ...]:
+        return tuple(self._workers)
 
     def spawn(self) -> PortableWorker:
         worker = self.sandbox.take_worker()

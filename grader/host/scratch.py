@@ -23,18 +23,37 @@ def files_in(folder: Path) -> int:
     return usage.f_files - usage.f_ffree
 
 
-def remove_sandbox_files() -> None:
-    """Remove what the sandbox's uid left in the shared writable folders (where no Landlock kept it out),
-    so that the next submission graded as the same uid finds nothing of the last one; never a folder that
-    holds Python's installation (a venv in /tmp), whoever owns it."""
-    from grader.host.bubblewrap import python_folders
+def shared_folders() -> tuple[str, ...]:
+    """The folders every user can write in, where a sandbox's uid may leave files (where no Landlock keeps it out)."""
+    return tuple(dict.fromkeys(("/tmp", "/var/tmp", "/dev/shm", tempfile.gettempdir())))
 
-    python = python_folders()
-    for shared in dict.fromkeys(("/tmp", "/var/tmp", "/dev/shm", tempfile.gettempdir())):
+
+def shared_entries() -> frozenset[tuple[int, int]]:
+    """What is at the top of the shared folders now, by device and inode: what `remove_sandbox_files` keeps."""
+    found = set()
+    for shared in shared_folders():
         with contextlib.suppress(OSError), os.scandir(shared) as entries:
             for entry in entries:
                 with contextlib.suppress(OSError):
-                    if entry.stat(follow_symlinks=False).st_uid != SANDBOX_UID \
+                    info = entry.stat(follow_symlinks=False)
+                    found.add((info.st_dev, info.st_ino))
+    return frozenset(found)
+
+
+def remove_sandbox_files(*, uid: int = SANDBOX_UID, keep: frozenset[tuple[int, int]] = frozenset()) -> None:
+    """Remove what the sandbox's uid left in the shared writable folders (where no Landlock kept it out),
+    so that the next submission graded as the same uid finds nothing of the last one; never a folder that
+    holds Python's installation (a venv in /tmp), whoever owns it, nor what `keep` names (`shared_entries`
+    taken before the sandbox ran: where `uid` is also the grader's, what was there before is not the sandbox's)."""
+    from grader.host.bubblewrap import python_folders
+
+    python = python_folders()
+    for shared in shared_folders():
+        with contextlib.suppress(OSError), os.scandir(shared) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    info = entry.stat(follow_symlinks=False)
+                    if info.st_uid != uid or (info.st_dev, info.st_ino) in keep \
                             or any(p == entry.path or p.startswith(entry.path + os.sep) for p in python):
                         continue
                     if entry.is_dir(follow_symlinks=False):
@@ -115,7 +134,10 @@ def remove(path: Path) -> None:
                 os.chmod(parent, stat.S_IRWXU)
             if os.path.isdir(name) and not os.path.islink(name):
                 os.chmod(name, stat.S_IRWXU)
-            function(name)
+            if function in (os.open, os.scandir, os.listdir):  # a folder it could not enter, and left whole
+                shutil.rmtree(name, onerror=retry)
+            else:
+                function(name)
 
     with contextlib.suppress(OSError):
         if not os.path.islink(top):

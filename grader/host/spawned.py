@@ -5,7 +5,9 @@ for them with a deadline, and a worker that misses one is killed with its descen
 psutil. A third thread keeps the tail of what it prints, a fourth reads its memory and CPU time and ends
 it past its limits: the bounds every OS allows to be read from outside. On Linux this process is also a
 child subreaper, so that what leaves a worker's tree (a double fork, setsid) comes back to it, is counted
-with the worker and is killed with it; elsewhere such a process is out of reach.
+with the worker and is killed with it; elsewhere such a process is out of reach. On Linux its memory also
+counts the shared memory it holds outside its processes (`shmem`: files in a tmpfs such as /dev/shm, memfds),
+and once it is gone its sandbox removes what it left in the shared folders (`on_end`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import psutil
@@ -28,6 +31,8 @@ from grader.lang import tr
 if TYPE_CHECKING:
     import torch
 
+    from grader.host.shmem import SharedMemory
+
 WATCH_S = 0.1  # how often a worker's memory and CPU time are read
 KILL_ROUNDS = 50  # a worker's processes are killed until none is left, 0.1 s apart: a fork loop outruns one round
 # Windows reports a crash as an NTSTATUS exit code, not a signal.
@@ -39,11 +44,16 @@ class PortableWorker:
 
     isolated = False
 
-    def __init__(self, process: subprocess.Popen[bytes], limits: Limits, *, warm: bool) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], limits: Limits, *, warm: bool,
+                 shared: SharedMemory | None = None, on_end: Callable[[PortableWorker], None] | None = None) -> None:
+        """`shared` adds what the worker holds in shared memory to its memory (Linux); `on_end` is called once it
+        and every process it started are gone, however it ended."""
         assert process.stdin is not None and process.stdout is not None and process.stderr is not None
         self.process = process
         self.limits = limits
         self.warm = warm
+        self.shared = shared
+        self.on_end = on_end
         self.stdout = OutputTail(limits.output_bytes)  # stays empty: a spawned worker prints to its stderr
         self.stderr = OutputTail(limits.output_bytes)
         self.started_at = time.monotonic()
@@ -116,6 +126,10 @@ class PortableWorker:
             tree = self._tree()
             trees.reap(tree)  # each hop of a process that forks and exits again and again leaves us a zombie
             memory, cpu = _usage(tree)
+            # Once it said hello: before, no submission code ran in it, and what an earlier worker left is not a
+            # reason for this one not to start (the grader's failure), but for its first call to fail.
+            if self.shared is not None and self._ready and memory <= self.limits.memory_bytes:
+                memory += self.shared.held(tree)
             if memory > self.limits.memory_bytes:
                 self._over = tr("over the {mib} MiB memory limit", mib=self.limits.memory_bytes // 2**20)
             elif cpu > self.limits.cpu_seconds:
@@ -278,6 +292,8 @@ class PortableWorker:
         with self._pipes:
             if not self._writing:
                 _close(self.process.stdin)
+        if self.on_end is not None:
+            self.on_end(self)
 
 
 def _usage(tree: list[psutil.Process]) -> tuple[int, float]:

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,16 +60,18 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def grader_in(release: Path, *args: str, env: dict[str, str] | None = None,
-              timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess[str]:
-    """`python -m grader ARGS` in the release's folder, with GRADER_WORKERS=spawn."""
-    return subprocess.run([sys.executable, "-m", "grader", *args], cwd=release, capture_output=True, text=True,
-                          env={**os.environ, **SPAWN, "GRADER_STATE_DIR": str(release / ".grader"), **(env or {})},
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+def grader_in(release: Path, *args: str, env: dict[str, str] | None = None, timeout: float = TIMEOUT_S,
+              prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """`python -m grader ARGS` in the release's folder, with GRADER_WORKERS=spawn (run by `prefix`, if given)."""
+    return subprocess.run([*prefix, sys.executable, "-m", "grader", *args], cwd=release, capture_output=True,
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                          env={**os.environ, **SPAWN, "GRADER_STATE_DIR": str(release / ".grader"), **(env or {})})
 
 
-def check(release: Path, submission: Path, report: Path, *exercises: str) -> dict[str, Any]:
-    done = grader_in(release, "check", *exercises, "--submission", str(submission), "--json", str(report))
+def check(release: Path, submission: Path, report: Path, *exercises: str, env: dict[str, str] | None = None,
+          prefix: tuple[str, ...] = ()) -> dict[str, Any]:
+    done = grader_in(release, "check", *exercises, "--submission", str(submission), "--json", str(report), env=env,
+                     prefix=prefix)
     assert done.returncode == 0, f"exit {done.returncode}:\n{(done.stderr or done.stdout)[-2000:]}"
     assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
     return json.loads(report.read_text(encoding="utf-8"))
@@ -208,97 +211,342 @@ THIEF = textwrap.dedent("""
 """)
 
 
-def test_a_worker_of_the_graders_own_uid_cannot_read_its_environment(release: Path, tmp_path: Path,
-                                                                     as_nobody: tuple[str, ...]):
-    """Not root, the grader spawns workers of its own uid, which could read its environment (tokens) through /proc;
-    undumpable, as at the zygote's `none` tier, it is closed to them. The grader runs as uid 65534 here."""
+# What a submission can hold that no process's resident size shows, each loaded at import: MIB MiB written to a file in
+# a tmpfs (PATH), kept; or the control, the same MiB held in the process itself. A hoard is over the limit on its own.
+HOARD = textwrap.dedent("""
+
+    def _hoard(path, mib):
+        chunk = b"\\1" * 2**20
+        with open(path, "wb") as hoard:
+            for _ in range(mib):
+                hoard.write(chunk)
+
+
+    _hoard(PATH, MIB)
+""")
+HOARD_IN_PROCESS = textwrap.dedent("""
+
+    _HOARD = [bytearray(b"\\1" * 2**20) for _ in range(MIB)]
+""")
+# The reference's sublayers, which also leave files and folders in every shared folder, a folder closed to its owner
+# among them: named after TOKEN, so that the test finds them.
+LITTER = textwrap.dedent("""
+
+    import os as _os
+
+
+    def _litter(token):
+        for shared in ("/tmp", "/var/tmp", "/dev/shm"):
+            top = _os.path.join(shared, f"kit-litter-{token}")
+            with open(top + ".txt", "w") as note:
+                note.write("left behind")
+            _os.makedirs(_os.path.join(top, "deep", "closed"))
+            with open(_os.path.join(top, "deep", "closed", "file"), "w") as note:
+                note.write("left behind")
+            _os.chmod(_os.path.join(top, "deep", "closed"), 0)
+            _os.chmod(top, 0)
+
+
+    _litter(TOKEN)
+""")
+HOARD_MIB = 1024
+MEMORY = {"GRADER_MEMORY_LIMIT_MB": "768"}  # the least GRADER_SCRATCH_MB's default lets the limit be: fast to hoard
+SHARED_FOLDERS = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
+
+
+def hoarding(source: str, path: str, mib: int = HOARD_MIB) -> str:
+    return source + HOARD.replace("PATH", repr(path)).replace("MIB", str(mib))
+
+
+def littering(token: str) -> str:
+    return (REPO / "solutions" / "sublayers.py").read_text(encoding="utf-8") + LITTER.replace("TOKEN", repr(token))
+
+
+def left_behind(token: str, *folders: Path) -> list[str]:
+    """What carries `token` at the top of `folders`."""
+    return sorted(str(entry) for folder in folders for entry in folder.glob(f"*{token}*"))
+
+
+def remove_left(token: str, *folders: Path) -> None:
+    for name in left_behind(token, *folders):
+        with contextlib.suppress(OSError):
+            if os.path.isdir(name) and not os.path.islink(name):
+                subprocess.run(["rm", "-rf", "--", name], check=False, capture_output=True)  # folders closed to all
+            else:
+                os.unlink(name)
+
+
+def stopped(report: dict[str, Any], exercise: str) -> list[str]:
+    """The messages of `exercise`'s tests that failed."""
+    graded = next(e for e in report["exercises"] if e["id"] == exercise)
+    return [t["message"] for t in graded["tests"] if t["points"] < t["max_points"]]
+
+
+@pytest.fixture(scope="module")
+def graded_as_nobody(release: Path, as_nobody: tuple[str, ...]) -> Iterator[dict[str, Any]]:
+    """One `grader check` run by uid 65534, whose workers are then its own uid: attention reads the grader's
+    environment (THIEF), head_attention hoards in /dev/shm, sublayers litters the shared folders."""
     if not sys.platform.startswith("linux") or os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("run as root on Linux with setpriv: the grader is run as another user")
-    secret = f"kit-portable-secret-{secrets.token_hex(8)}"
+    secret, token = f"kit-portable-secret-{secrets.token_hex(8)}", secrets.token_hex(6)
+    hoard = f"/dev/shm/kit-hoard-{token}"
     work = Path(tempfile.mkdtemp(prefix="kit-portable-nobody-"))  # pytest's own folders are closed to uid 65534
     try:
         student = work / "student"
         shutil.copytree(release, student, ignore=shutil.ignore_patterns(".grader"))
-        submission = solved(work, attention=THIEF)
+        head = (REPO / "solutions" / "head_attention.py").read_text(encoding="utf-8")
+        submission = solved(work, attention=THIEF, head_attention=hoarding(head, hoard), sublayers=littering(token))
         for path in [work, *work.rglob("*")]:
             path.chmod(0o777 if path.is_dir() else 0o666)
-        done = subprocess.run([*as_nobody, sys.executable, "-m", "grader", "check", "attention", "--submission",
-                               str(submission), "--json", str(work / "report.json")], cwd=student,
-                              capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL,
-                              env={**os.environ, **SPAWN, "GRADER_STATE_DIR": str(work / ".grader"),
-                                   "HOME": str(work), "KIT_GRADER_SECRET": secret})
-        report = (work / "report.json").read_text(encoding="utf-8")
+        done = grader_in(student, "check", "attention", "head_attention", "sublayers", "--submission",
+                         str(submission), "--json", str(work / "report.json"), prefix=as_nobody,
+                         env={**MEMORY, "GRADER_STATE_DIR": str(work / ".grader"), "HOME": str(work),
+                              "KIT_GRADER_SECRET": secret})
+        report = (work / "report.json").read_text(encoding="utf-8") if done.returncode == 0 else "{}"
+        yield {"done": done, "report": report, "secret": secret, "left": left_behind(token, *SHARED_FOLDERS)}
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        remove_left(token, *SHARED_FOLDERS)
+
+
+def test_a_worker_of_the_graders_own_uid_cannot_read_its_environment(graded_as_nobody: dict[str, Any]):
+    """Not root, the grader spawns workers of its own uid, which could read its environment (tokens) through /proc;
+    undumpable, as at the zygote's `none` tier, it is closed to them. The grader runs as uid 65534 here."""
+    done, report = graded_as_nobody["done"], graded_as_nobody["report"]
     assert done.returncode == 0, (done.stderr or done.stdout)[-2000:]
     assert "could not be read" in report, report[-2000:]
-    assert secret not in done.stdout + done.stderr + report, "the grader's environment reached the submission"
+    assert graded_as_nobody["secret"] not in done.stdout + done.stderr + report, \
+        "the grader's environment reached the submission"
 
 
-# A worker that says hello, never answers, and leaves behind a process that keeps its reply pipe (its stdout) open
-# until the file argv[2] exists; that process writes its pid to argv[1].
-HOLDING = textwrap.dedent("""
-    import json, os, struct, sys, time
+def test_a_worker_of_the_graders_own_uid_is_bounded_and_cleaned_up_after_as_uid_65534_is(
+        graded_as_nobody: dict[str, Any]):
+    """Where the worker's uid is the grader's own, ownership cannot tell its files from the user's: what it created
+    since grading started counts, and is removed at the end, with what it left elsewhere in the shared folders."""
+    done = graded_as_nobody["done"]
+    assert done.returncode == 0, (done.stderr or done.stdout)[-2000:]
+    report = json.loads(graded_as_nobody["report"])
+    graded = scores(report)
+    assert graded["head_attention"][0] == 0, graded
+    assert any("over the 768 MiB memory limit" in message for message in stopped(report, "head_attention")), \
+        stopped(report, "head_attention")
+    # Litter is no mistake: it is only removed.
+    assert graded["sublayers"][0] == graded["sublayers"][1], (graded, stopped(report, "sublayers"))
+    assert not graded_as_nobody["left"], f"left behind after grading: {graded_as_nobody['left']}"
+
+
+# A tmpfs other than /dev/shm that the worker can write: mounted on /var/tmp in a mount namespace of the grader's own,
+# which goes (and the tmpfs with it) when the grader exits.
+PRIVATE_TMPFS = ("unshare", "--mount", "--propagation", "private", "sh", "-c",
+                 'mount -t tmpfs -o mode=1777,size=4g kit-portable /var/tmp && exec "$@"', "sh")
+
+
+@pytest.fixture(scope="module")
+def hoarded(release: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Root grades, its workers uid 65534, with /var/tmp a tmpfs: attention hoards in /dev/shm, head_attention in
+    /var/tmp, positional_encoding (the control) holds as much in its own process, sublayers litters /tmp and
+    /dev/shm."""
+    if not sys.platform.startswith("linux") or os.geteuid() != 0 or shutil.which("unshare") is None \
+            or subprocess.run([*PRIVATE_TMPFS, "true"], capture_output=True, check=False).returncode != 0:
+        pytest.skip("run as root on Linux with unshare: /var/tmp is made a tmpfs in a mount namespace of its own")
+    token = secrets.token_hex(6)
+    work = tmp_path_factory.mktemp("hoarded")
+    attention, head, positional = ((REPO / "solutions" / f"{name}.py").read_text(encoding="utf-8")
+                                   for name in ("attention", "head_attention", "positional_encoding"))
+    submission = solved(work, attention=hoarding(attention, f"/dev/shm/kit-hoard-{token}"),
+                        head_attention=hoarding(head, f"/var/tmp/kit-hoard-{token}"),
+                        positional_encoding=positional + HOARD_IN_PROCESS.replace("MIB", str(HOARD_MIB)),
+                        sublayers=littering(token))
+    try:
+        report = check(release, submission, work / "report.json", "attention", "head_attention",
+                       "positional_encoding", "sublayers", env=MEMORY, prefix=PRIVATE_TMPFS)
+        yield {"report": report, "left": left_behind(token, Path("/tmp"), Path("/dev/shm"))}
+    finally:
+        remove_left(token, Path("/tmp"), Path("/dev/shm"))
+
+
+def test_memory_held_in_a_tmpfs_is_stopped_at_the_limit_and_gains_nothing(hoarded: dict[str, Any]):
+    """Pages of a file in /dev/shm or another tmpfs are memory that no process's resident size shows: counted, a
+    submission that holds its memory there is stopped at the limit, and scores no more of an exercise than the
+    control, which holds as much in its own process."""
+    report = hoarded["report"]
+    share = {exercise: score / top for exercise, (score, top) in scores(report).items()}
+    assert share["positional_encoding"] < 1, share  # the control: stopped, as every tier stops it
+    for exercise in ("attention", "head_attention", "positional_encoding"):
+        assert share[exercise] <= share["positional_encoding"], (exercise, share)
+        lost = stopped(report, exercise)
+        assert lost and all("over the 768 MiB memory limit" in message for message in lost), (exercise, lost)
+
+
+def test_what_a_submission_leaves_in_the_shared_folders_is_gone_when_grading_ends(hoarded: dict[str, Any]):
+    """/tmp, /var/tmp and /dev/shm outlive a grading: what a worker left there (the hoards of those stopped, the
+    litter of one that ran to the end) is removed when it ends, as on the zygote's `user` tier. (/var/tmp is
+    checked where the grader is uid 65534: here it is the grader's own tmpfs, gone with it.)"""
+    assert not hoarded["left"], f"left behind after grading: {hoarded['left']}"
+    graded = scores(hoarded["report"])
+    assert graded["sublayers"][0] == graded["sublayers"][1], (graded, stopped(hoarded["report"], "sublayers"))
+
+
+# A worker that says hello, then holds argv[2] MiB where argv[1] says, none of it in its own resident size, and waits.
+HOARDER = textwrap.dedent("""
+    import ctypes, json, mmap, os, struct, sys, time
 
     hello = json.dumps({"id": 0, "ok": True, "value": {}}).encode()
     os.write(1, struct.pack("<4sQQ", b"GRDR", len(hello), 0) + hello)
-    if os.fork() == 0:
-        os.setsid()
-        if os.fork() == 0:
-            with open(sys.argv[1] + ".part", "w") as pid:
-                pid.write(str(os.getpid()))
-            os.rename(sys.argv[1] + ".part", sys.argv[1])
-            while not os.path.exists(sys.argv[2]):
-                time.sleep(0.02)
-        os._exit(0)
+    place, size, path = sys.argv[1], int(sys.argv[2]) * 2**20, sys.argv[3]
+    chunk, kept, SLICE = b"\\1" * 2**20, [], 32 * 2**20
+
+
+    def fill(write):
+        for _ in range(size // len(chunk)):
+            write(chunk)
+
+
+    if place == "file":
+        with open(path, "wb") as hoard:
+            fill(hoard.write)
+    elif place == "closed":
+        os.mkdir(path)
+        with open(os.path.join(path, "hoard"), "wb") as hoard:
+            fill(hoard.write)
+        os.chmod(path, 0)
+    elif place == "unlinked":
+        hoard = open(path, "wb", buffering=0)
+        os.unlink(path)
+        fill(hoard.write)
+        kept.append(hoard)
+    elif place == "memfd":
+        fd = os.memfd_create("hoard")
+        fill(lambda data: os.write(fd, data))
+        kept.append(fd)
+    elif place == "mapped":
+        with open(path, "wb+") as hoard:
+            fill(hoard.write)
+            hoard.flush()
+            kept.append(mmap.mmap(hoard.fileno(), mmap.PAGESIZE))
+        os.unlink(path)
+    elif place == "shared":  # a slice per child: no process ever has much of it in its resident size
+        shared = mmap.mmap(-1, size, flags=mmap.MAP_SHARED)
+        for start in range(0, size, SLICE):
+            if os.fork() == 0:
+                shared[start:start + SLICE] = chunk * (SLICE // len(chunk))
+                os._exit(0)
+            os.wait()
+        kept.append(shared)
+    elif place == "segment":  # a slice per attachment, for the same reason
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.shmat.restype = ctypes.c_void_p
+        segment = libc.shmget(0, ctypes.c_size_t(size), 0o1600)
+        for start in range(0, size, SLICE):
+            address = libc.shmat(segment, None, 0)
+            ctypes.memset(address + start, 1, SLICE)
+            libc.shmdt(ctypes.c_void_p(address))
     time.sleep(60)
+""")
+HIDING_PLACES = {
+    "file": "a file in /dev/shm",
+    "closed": "a file in a folder of /dev/shm closed to its owner, the grader's uid maybe",
+    "unlinked": "a file in /dev/shm, unlinked but kept open",
+    "memfd": "a memfd",
+    "mapped": "a file in /dev/shm, mapped, closed and unlinked",
+    "shared": "a shared anonymous mapping that a child filled",
+    "segment": "a System V segment, detached",
+}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="tmpfs, memfds and /proc are Linux's")
+@pytest.mark.parametrize("own_uid", [False, True], ids=["uid 65534", "the grader's uid"])
+@pytest.mark.parametrize("place", list(HIDING_PLACES))
+def test_shared_memory_a_worker_holds_counts_toward_its_memory_limit(place: str, own_uid: bool, tmp_path: Path):
+    """Each way of holding memory outside a process's resident size (HIDING_PLACES) is counted: 256 MiB there is
+    over a 128 MiB limit, as a worker run by root (uid 65534) or by its own user (the grader's uid) alike."""
+    from grader.host import shmem, spawned
+    from grader.host.limits import Limits, WorkerGone
+    from grader.inside.shared.processes import SANDBOX_UID
+
+    if not own_uid and os.geteuid() != 0:
+        pytest.skip("only root runs workers as uid 65534")
+    uid = None if own_uid else SANDBOX_UID
+    path = f"/dev/shm/kit-hoarder-{secrets.token_hex(6)}"
+    options: dict[str, Any] = {} if own_uid else {"user": SANDBOX_UID, "group": SANDBOX_UID, "extra_groups": []}
+    segments = frozenset(number for number, *_ in shmem.segments())
+    process = subprocess.Popen([sys.executable, "-c", HOARDER, place, "256", path], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0, start_new_session=True,
+                               cwd="/", **options)
+    limits = Limits(memory_bytes=128 * 2**20)
+    worker = spawned.PortableWorker(process, limits, warm=False,
+                                    shared=shmem.SharedMemory.for_worker(uid, files=limits.inodes))
+    try:
+        worker.wait_ready()
+        with pytest.raises(WorkerGone) as gone:
+            worker.exchange({"op": "import", "name": "attention"}, {}, timeout_s=5)
+        assert "over the 128 MiB memory limit" in str(gone.value), (HIDING_PLACES[place], str(gone.value))
+    finally:
+        worker.kill()
+        with contextlib.suppress(OSError):
+            if os.path.isdir(path):
+                os.chmod(path, 0o700)
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        shmem.remove_segments(uid=os.geteuid() if own_uid else SANDBOX_UID, keep=segments)
+
+
+# Run as uid 65534: measures a HOARDER of its own uid that hoards in a folder it closes, once it is closed.
+CLOSED_TO_THE_GRADER = textwrap.dedent("""
+    import os, subprocess, sys, time
+    import psutil
+    from grader.host import shmem
+
+    hoarder, path = sys.argv[1], sys.argv[2]
+    shared = shmem.SharedMemory.for_worker(None, files=65536)
+    process = subprocess.Popen([sys.executable, "-c", hoarder, "closed", "256", path], stdout=subprocess.PIPE)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not (os.path.isdir(path) and os.stat(path).st_mode & 0o777 == 0):
+        time.sleep(0.02)
+    print(shared.held([psutil.Process(process.pid)]))
+    process.kill()
 """)
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="the worker standing in forks")
-def test_a_pipe_that_an_escaped_process_holds_is_not_closed_under_the_reader(tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch):
-    """Where what escapes a worker is out of reach (no subreaper: macOS, Windows), it can keep the worker's reply
-    pipe open after kill(), the reader thread blocked in a read on it. Closed under that read, the descriptor's
-    number would go to the next worker's pipe, whose hello the old reader then takes: the next worker "could not
-    start", the grader's failure, caused by the submission. The reader closes it once its read ends."""
-    from grader.host import spawned, trees
+def test_a_folder_closed_to_a_grader_of_the_workers_uid_counts_by_what_its_tmpfs_grew(as_nobody: tuple[str, ...]):
+    """A grader of the worker's own uid cannot read a folder the worker closed to their uid (root could): how much
+    that tmpfs grew since grading started counts instead. The grader is uid 65534 here."""
+    if not sys.platform.startswith("linux") or os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("run as root on Linux with setpriv: the grader is run as another user")
+    path = f"/dev/shm/kit-hoarder-{secrets.token_hex(6)}"
+    try:
+        done = subprocess.run([*as_nobody, sys.executable, "-c", CLOSED_TO_THE_GRADER, HOARDER, path], cwd="/",
+                              capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    finally:
+        with contextlib.suppress(OSError):
+            os.chmod(path, 0o700)
+            shutil.rmtree(path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout) >= 256 * 2**20, f"{int(done.stdout) / 2**20:.0f} MiB counted of the 256 MiB held"
+
+
+def test_shared_memory_under_the_limit_is_no_reason_to_stop_a_worker():
+    """The count is not a guess that stops the innocent: 32 MiB in /dev/shm under a 128 MiB limit is let be."""
+    from grader.host import shmem, spawned
     from grader.host.limits import Limits, WorkerTimeout
 
-    monkeypatch.setattr(trees, "_subreaper_since", None)  # as where there is no subreaper
-    pid_file, go = tmp_path / "escapee.pid", tmp_path / "go"
-    process = subprocess.Popen([sys.executable, "-c", HOLDING, str(pid_file), str(go)], stdin=subprocess.PIPE,
+    if not sys.platform.startswith("linux"):
+        pytest.skip("tmpfs, memfds and /proc are Linux's")
+    path = f"/dev/shm/kit-hoarder-{secrets.token_hex(6)}"
+    process = subprocess.Popen([sys.executable, "-c", HOARDER, "file", "32", path], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0, start_new_session=True)
-    assert process.stdout is not None
-    worker = spawned.PortableWorker(process, Limits(), warm=False)
-
-    def pipe_at(fd: int) -> int | None:
-        try:
-            return os.fstat(fd).st_ino
-        except OSError:
-            return None
-
+    limits = Limits(memory_bytes=128 * 2**20)
+    worker = spawned.PortableWorker(process, limits, warm=False,
+                                    shared=shmem.SharedMemory.for_worker(None, files=limits.inodes))
     try:
         worker.wait_ready()
-        fd = process.stdout.fileno()
-        pipe = pipe_at(fd)
         with pytest.raises(WorkerTimeout):
             worker.exchange({"op": "import", "name": "attention"}, {}, timeout_s=0.5)
-        assert pipe_at(fd) == pipe, "the reply pipe was closed while the reader was still reading it"
     finally:
         worker.kill()
-        deadline = time.monotonic() + 10
-        while not pid_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        with contextlib.suppress(OSError, ValueError):  # alive until `go` exists: its pid is still its own
-            escapee = int(pid_file.read_text())
-            os.kill(escapee, signal.SIGKILL)
-            os.waitpid(escapee, 0)  # ours to reap if this process is a subreaper (other tests make it one)
-        go.touch()  # should it not have been killed
-    deadline = time.monotonic() + 10
-    while not process.stdout.closed and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert process.stdout.closed, "the reader did not close the reply pipe once the process holding it was gone"
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def test_batch_and_the_hidden_suite_are_refused_in_one_line(release: Path, tmp_path: Path):
