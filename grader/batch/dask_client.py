@@ -73,7 +73,7 @@ def ready(address: str, *, insecure: bool = False) -> int | str:
         except ImportError:
             raise ClusterError(tr("--cluster {address} makes a TLS certificate for its cluster with the cryptography "
                                   "package, which is not installed: {install}", address=address,
-                                  install="pip install cryptography")) from None
+                                  install=INSTALL)) from None
     elif target.partition("://")[0] in ENCRYPTED:
         import dask.config
         from distributed.security import Security
