@@ -11,8 +11,10 @@ code and names are placeholders, so they stay as they are in every language. The
 the course notes' terms (docs/glossary.md). Text kept in a table and shown later (the hints) is marked with
 `N_` where it is written, so that the extractor finds it, and goes through `tr(text)` where it is shown.
 
-The language: `--lang` where the command line gives it; else GRADER_LANG; else the locale (the first of
-LC_ALL, LC_MESSAGES, LANG that is set); `zh...` means Chinese, anything else English.
+The language: `--lang` where the command line gives it; else GRADER_LANG; else, in a student release, the
+release's own (`grader release --lang`, written to `RELEASE_LANGUAGE`), so that a Chinese release speaks Chinese
+on a machine whose locale is not (JupyterHub's C.UTF-8); else the locale (the first of LC_ALL, LC_MESSAGES, LANG
+that is set); `zh...` means Chinese, anything else English.
 """
 
 from __future__ import annotations
@@ -36,17 +38,27 @@ DOMAINS = {  # domain: the folder of its catalogs, relative to the kit root
     "hidden": "tests/hidden/locale",
     "mistakes": "solutions/mistakes/locale",
 }
+RELEASE_LANGUAGE = Path("grader/locale/release-language")  # in a release: its language, one word; the kit has none
 _active: gettext.NullTranslations = gettext.NullTranslations()
 _language = "en"
 
 
-def choose(asked: str | None = None, environ: Mapping[str, str] = os.environ) -> str:
-    """The language to use: `asked` (from --lang), else GRADER_LANG, else the locale's; "en" or "zh"."""
+def choose(asked: str | None = None, environ: Mapping[str, str] = os.environ, root: Path = KIT) -> str:
+    """The language to use: `asked` (from --lang), else GRADER_LANG, else the release's (a release under `root`),
+    else the locale's; "en" or "zh"."""
     if asked:
         return asked if asked in LANGUAGES else "en"
     if environ.get("GRADER_LANG") == PSEUDO:
         return PSEUDO
-    for name in ("GRADER_LANG", "LC_ALL", "LC_MESSAGES", "LANG"):
+    if environ.get("GRADER_LANG"):
+        return "zh" if environ["GRADER_LANG"].lower().startswith("zh") else "en"
+    try:
+        released = (root / RELEASE_LANGUAGE).read_text(encoding="utf-8").strip()
+    except OSError:
+        released = ""
+    if released in LANGUAGES:
+        return released
+    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
         value = environ.get(name, "")
         if value:
             return "zh" if value.lower().startswith("zh") else "en"

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.grade.selection import kit_root
-from grader.lang import LANGUAGES, tr
+from grader.lang import LANGUAGES, RELEASE_LANGUAGE, tr
 from grader.student import notebooks
 
 
@@ -119,9 +119,12 @@ def build(out: Path, *, autograder: bool = False, language: str = "en", root: Pa
         for target, name in bundle.recipes:
             if name in LANGUAGE_LINES:
                 _grade_in(out / target, language)
+    # The release speaks its language wherever it runs, whatever the locale there (GRADER_LANG and --lang still win).
+    (out / RELEASE_LANGUAGE).parent.mkdir(parents=True, exist_ok=True)
+    (out / RELEASE_LANGUAGE).write_text(language + "\n", encoding="utf-8")
     # The student notebooks are built from the stubs being shipped, never copied: they cannot drift from them.
     written = notebooks.write_all(out / STUBS, out / notebooks.FOLDER, language=language)
-    return sorted([*plan, *(path.relative_to(out) for path in written)])
+    return sorted([*plan, RELEASE_LANGUAGE, *(path.relative_to(out) for path in written)])
 
 
 # Where each recipe sets the grader's environment: a release in another language grades in it too, on Gradescope and
