@@ -18,7 +18,7 @@ from typing import Any
 
 from grader import inside
 from grader.curriculum import SUBMISSION_FILES
-from grader.intake import notebook
+from grader.intake import notebook, stubs
 from grader.lang import tr
 from grader.text import clean
 
@@ -46,6 +46,11 @@ class Submission:
     @property
     def missing(self) -> frozenset[str]:
         return frozenset(name for name in SUBMISSION_FILES if name not in self.files)
+
+    @property
+    def open(self) -> frozenset[str]:
+        """The exercise files a notebook's definitions may supply: those missing, and the untouched stubs."""
+        return self.missing | {name for name, data in self.files.items() if stubs.untouched(name, data)}
 
     def to_json(self) -> dict[str, Any]:
         """What intake found, as plain JSON (the files base64): how a cluster batch sends it to a Dask worker."""
@@ -87,7 +92,7 @@ def load(path: Path) -> Submission:
                       depth=tr("up to {count} levels deep", count=MAX_FOLDER_DEPTH))
     if path.suffix.lower() == ".ipynb" and path.is_file():
         # Only this notebook: a `%grader use` line never makes the grader read another file (a classmate's).
-        return _found(_with_notebooks(Submission(path.stem, {}, folder="."), [(path.name, _read(path))]),
+        return _found(_with_notebooks(Submission(path.stem, {}, folder="."), [(path.name, read_notebook(path))]),
                       path.name, depth=tr("in its code cells"))
     if zipfile.is_zipfile(path):
         return _found(_from_zip(path), path.name, depth=tr("at any depth"))
@@ -157,9 +162,9 @@ def _from_folder(path: Path) -> Submission:
                     raise SubmissionInputError(tr("{name} in {folder} cannot be read ({error})", name=name,
                                                   folder=path.name, error=error.strerror)) from None
     loaded = Submission(path.name, files, tuple(notes), folder=str(top))
-    if not loaded.missing:
+    if not loaded.open:
         return loaded
-    notebooks = [(str(found.relative_to(path)), _read(found)) for found in _notebooks_in(path)]
+    notebooks = [(str(found.relative_to(path)), read_notebook(found)) for found in _notebooks_in(path)]
     return _with_notebooks(loaded, notebooks)
 
 
@@ -202,7 +207,7 @@ def _from_zip(path: Path) -> Submission:
                 continue
             files[filename] = _read_entry(archive, entry, path.name)[:MAX_FILE_BYTES]
         loaded = Submission(path.stem, files, tuple(notes), folder=str(folder), archive=str(path))
-        if not loaded.missing:
+        if not loaded.open:
             return loaded
         notebooks = [(str(name), _read_entry(archive, entry, path.name)) for name, entry in sorted(by_path.items())
                      if name.suffix.lower() == ".ipynb" and not any(part.startswith((".", "__")) for part in name.parts)
@@ -241,7 +246,8 @@ def _exercise_folder(paths: dict[PurePosixPath, zipfile.ZipInfo]) -> PurePosixPa
 
 
 def _with_notebooks(loaded: Submission, notebooks: list[tuple[str, bytes]]) -> Submission:
-    """`loaded`, its missing exercise files made from `notebooks` (name, bytes), in name order."""
+    """`loaded`, its missing exercise files and untouched stubs made from `notebooks` (name, bytes), in name
+    order."""
     if not notebooks:
         return loaded
     cells: list[notebook.Cell] = []
@@ -251,44 +257,19 @@ def _with_notebooks(loaded: Submission, notebooks: list[tuple[str, bytes]]) -> S
         except notebook.NotebookError as error:
             cells.append(notebook.unreadable(data, name=name, why=str(error)))
     made = notebook.extract(cells)
-    added = {name: data for name, data in made.files.items() if name in loaded.missing}
+    added = {name: data for name, data in made.files.items()
+             if name in loaded.missing or (name in loaded.open and not stubs.only_stub_code(name, data))}
+    replaced = sorted(set(added) & set(loaded.files))  # the stubs the notebooks' work stands in for
     # The notebooks' names, on one line each and a few of them: a note is shown, and a name is the submission's text.
     names = [clean(name, newlines=False) for name, _ in notebooks]
     read = ", ".join(names[:NOTEBOOKS_NAMED])
     if len(names) > NOTEBOOKS_NAMED:
         read = tr("{names} and {count} more", names=read, count=len(names) - NOTEBOOKS_NAMED)
-    notes = (*loaded.notes, *(tr("{notebooks}: {note}", notebooks=read, note=note) for note in made.notes))
+    notes = (*loaded.notes, *(tr("{notebooks}: {note}", notebooks=read, note=note) for note in made.notes),
+             *(tr("{name} is the kit's untouched stub: graded from {notebooks} instead", name=name,
+                  notebooks=clean(made.origins[name], newlines=False)) for name in replaced))
     return replace(loaded, files={**loaded.files, **added}, notes=notes,
                    from_notebooks={**loaded.from_notebooks, **{name: made.origins[name] for name in added}})
-
-
-def used_notebooks(names: list[str], folder: Path, *, seen: set[Path]) -> tuple[list[Path], list[str]]:
-    """The notebooks `%grader use NAMES` means, in `folder`, each after those it uses itself; and the names not
-    found there (symbolic links are not followed). `seen` (resolved paths) are left out, and grow.
-
-    For the student's own kernel and own check (`grader.student.jupyter`); grading never follows these lines."""
-    found: list[Path] = []
-    missing: list[str] = []
-    for name in names:
-        path = folder / (name if name.endswith(".ipynb") else f"{name}.ipynb")
-        if path.resolve() in seen:
-            continue
-        if not path.is_file() or path.is_symlink():
-            missing.append(path.name)
-            continue
-        seen.add(path.resolve())
-        inner, lost = used_notebooks(uses_of(path), folder, seen=seen)
-        found += [*inner, path]
-        missing += lost
-    return found, missing
-
-
-def uses_of(path: Path) -> list[str]:
-    """What the `%grader use` lines of the notebook at `path` name; none where it cannot be read."""
-    try:
-        return notebook.uses(notebook.cells(_read(path), name=path.name))
-    except (notebook.NotebookError, SubmissionInputError):
-        return []
 
 
 def _notebooks_in(path: Path) -> list[Path]:
@@ -302,7 +283,7 @@ def _notebooks_in(path: Path) -> list[Path]:
     return sorted(found, key=lambda notebook_path: notebook_path.relative_to(path).parts)
 
 
-def _read(path: Path) -> bytes:
+def read_notebook(path: Path) -> bytes:
     """A notebook's bytes; one past the size limit is enough to refuse it as too large."""
     try:
         with path.open("rb") as file:

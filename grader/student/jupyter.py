@@ -167,7 +167,7 @@ def _in_a_kernel() -> bool:
 def _with_what_it_uses(path: Path, folder: Path) -> Path:
     """`path`, or where it has `%grader use` lines, a copy of it beside copies of the notebooks they name:
     the grader grades the notebook alone, never reading a file a notebook names."""
-    from grader.intake.submission import used_notebooks, uses_of
+    from grader.intake.uses import used_notebooks, uses_of
 
     used, _ = used_notebooks(uses_of(path), path.parent, seen={path.resolve()})
     if not used:
@@ -240,7 +240,7 @@ def use(names: list[str], namespace: dict[str, object]) -> list[str]:
 
 def _use(names: list[str], namespace: dict[str, object]) -> list[str]:
     from grader.intake import notebook
-    from grader.intake.submission import used_notebooks
+    from grader.intake.uses import used_notebooks
 
     here = this_notebook(namespace)
     folder = here.parent if here is not None else Path.cwd()

@@ -119,6 +119,34 @@ def test_py_files_win_over_notebooks_and_notebooks_fill_in_the_rest(tmp_path: Pa
     assert loaded.shown("attention.py").endswith("attention.py")
 
 
+def test_a_stub_never_hides_a_notebooks_work(tmp_path: Path):
+    """The whole repository handed in (the Actions workflow grades it so): exercises/ as it came, in either language,
+    the notebooks filled. The notebooks' definitions stand in for the untouched stubs, and a note says so; a stub
+    with work of its own still wins."""
+    folder = tmp_path / "repository"
+    (folder / "exercises").mkdir(parents=True)
+    (folder / "notebooks").mkdir()
+    for stub in (REPO / "exercises").glob("*.py"):
+        (folder / "exercises" / stub.name).write_bytes(stub.read_bytes().replace(b"\n", b"\r\n"))
+    chinese = REPO / "grader" / "locale" / "zh" / "exercises" / "masking.py"
+    (folder / "exercises" / "masking.py").write_bytes(chinese.read_bytes())
+    (folder / "exercises" / "head_attention.py").write_text("# started\n" + STUB)
+    _write(folder / "notebooks" / "01-attention.ipynb", _as_notebook_cell((SOLUTIONS / "attention.py").read_text()))
+    _write(folder / "notebooks" / "02-masking.ipynb", _as_notebook_cell((SOLUTIONS / "masking.py").read_text()),
+           "def head_attention_helper():\n    return 1\n")
+    loaded = load(folder)
+    assert loaded.files["attention.py"] != (REPO / "exercises" / "attention.py").read_bytes()
+    assert loaded.shown("attention.py") == "cell 2 of notebooks/01-attention.ipynb"
+    assert loaded.shown("masking.py") == "cell 2 of notebooks/02-masking.ipynb"
+    assert loaded.files["head_attention.py"].startswith(b"# started"), "a stub with work of its own wins"
+    assert any("attention.py is the kit's untouched stub" in note for note in loaded.notes), loaded.notes
+    assert loaded.files["encoder.py"] == (REPO / "exercises" / "encoder.py").read_bytes().replace(b"\n", b"\r\n")
+    # The generated notebooks hold the stubs' own code: untouched, they stand in for nothing.
+    _write(folder / "notebooks" / "07-encoder.ipynb", (REPO / "exercises" / "encoder.py").read_text())
+    assert load(folder).files["encoder.py"] == loaded.files["encoder.py"]
+    assert not any("encoder.py" in note for note in load(folder).notes)
+
+
 # --- graded end to end: a notebook scores as its code does in .py files --------------------------------------
 
 
