@@ -266,7 +266,12 @@ def load_ipython_extension(ipython: object) -> None:
     """`%load_ext grader`: the `%grader` line magic."""
 
     def magic(line: str) -> None:
-        grader_magic(line, getattr(ipython, "user_ns", None))
+        from IPython.core.error import UsageError
+
+        try:
+            grader_magic(line, getattr(ipython, "user_ns", None))
+        except CheckError as error:  # IPython shows a UsageError as its one line, never a traceback
+            raise UsageError(str(error)) from None
 
     magic.__doc__ = grader_magic.__doc__
     ipython.register_magic_function(magic, magic_kind="line", magic_name="grader")  # type: ignore[attr-defined]

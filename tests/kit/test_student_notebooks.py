@@ -98,9 +98,14 @@ def test_a_kernel_not_told_its_notebook_says_so_and_grades_nothing_else(tmp_path
     never grades exercises/ (here the stubs, which would answer 'not implemented yet' for a filled notebook)."""
     folder = tmp_path / "notebooks"
     notebooks.write_all(REPO / "exercises", folder)
-    last = _text(_run(folder / notebooks.name_of(BY_ID["attention"]), path_told=False).cells[-1])
+    cell = _run(folder / notebooks.name_of(BY_ID["attention"]), path_told=False).cells[-1]
+    last = _text(cell)
     assert "cannot tell which notebook this cell runs in" in last and "--submission 01-attention.ipynb" in last, last
     assert "not implemented yet" not in last and "0/10" not in last, last
+    # One line, as docs/jupyter.md says: IPython shows a magic's UsageError so, never a traceback.
+    assert not [output for output in cell.outputs if output.get("output_type") == "error"], cell.outputs
+    said = [line for output in cell.outputs if output.get("name") == "stderr" for line in output["text"].splitlines()]
+    assert len(said) == 1 and said[0].startswith("UsageError: cannot tell which notebook"), said
 
 
 @pytest.mark.slow
