@@ -21,6 +21,7 @@ name the notebook: never another target, silently. Outside a kernel, `exercises/
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import os
 import shlex
@@ -120,15 +121,18 @@ def _run_check(arguments: list[str], *, submission: str | os.PathLike[str] | Non
     from grader.intake.submission import SubmissionInputError, load
 
     with tempfile.TemporaryDirectory(prefix="grader-cell-") as folder:
+        shown = arguments
         if "--submission" not in arguments:
             chosen = Path(submission) if submission is not None else this_notebook(namespace)
             if chosen is None and _in_a_kernel():
                 raise CheckError(_cannot_tell(arguments))
+            graded = chosen
             if chosen is not None and chosen.suffix == ".ipynb":
-                chosen = _with_what_it_uses(chosen, Path(folder) / "notebooks")
-            arguments = [*arguments, *(["--submission", str(chosen)] if chosen is not None else [])]
+                graded = _with_what_it_uses(chosen, Path(folder) / "notebooks")
+            shown = [*arguments, *(["--submission", str(chosen)] if chosen is not None else [])]
+            arguments = [*arguments, *(["--submission", str(graded)] if graded is not None else [])]
         report_path = Path(folder) / "report.json"
-        print(f"grader {shlex.join(arguments)}", flush=True)
+        print(f"grader {shlex.join(shown)}", flush=True)  # the notebook, never the copies made for the check
         code, error = _run([*arguments, "--json", str(report_path)], show=False)
         if code not in (EXIT_OK, EXIT_FAIL_UNDER) or not report_path.is_file():
             raise CheckError(error or tr("grader check stopped with exit code {code}", code=code))
@@ -137,6 +141,8 @@ def _run_check(arguments: list[str], *, submission: str | os.PathLike[str] | Non
             files = load(Path(report.submission))  # only to name the file or notebook cell to open next
         except (SubmissionInputError, OSError):
             files = None
+        if shown is not arguments:  # the table names the notebook too, not a folder gone when the cell ends
+            report = dataclasses.replace(report, submission=shown[shown.index("--submission") + 1])
     render(report, Console(highlight=False, emoji=False), verbose="-v" in arguments or "--verbose" in arguments,
            files=files)
     return report

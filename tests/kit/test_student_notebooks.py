@@ -127,6 +127,7 @@ def test_a_notebook_that_builds_on_others_uses_their_definitions_in_the_kernel_a
     assert "from 02-masking.ipynb:" in _text(use_cell) and "causal_mask" in _text(use_cell)
     last = _text(done.cells[-1])
     assert "15/15" in last, last
+    assert "grader-cell-" not in last and "04-multi_head_attention.ipynb" in last, last  # the notebook, not a copy
 
 
 def test_bad_input_from_a_cell_raises_one_clear_error_never_system_exit():
