@@ -36,6 +36,8 @@ class Connection:
     # Set once the sandbox failed twice: the run is then the grader's failure, not the submission's.
     sandbox_failure: str | None = None
     missing_files: frozenset[str] = frozenset()
+    # exercise files made from notebook cells that do not parse: file -> the one line that names the cell and line
+    unparsed_files: dict[str, str] = field(default_factory=dict)
     call_timeout_s: float | None = None
     budget: Budget | None = None
     process: WorkerProcess | None = None
@@ -206,6 +208,8 @@ class Connection:
         what = tr("importing {name}", name=f"{name}.py" if exercise_file else name)
         if name in self._broken_imports:
             raise self._broken_imports[name].again()
+        if f"{name}.py" in self.unparsed_files:  # the notebook's cell, never a file the student does not have
+            raise SubmissionFailure(self.unparsed_files[f"{name}.py"]).caused(f"import:{name}.py")
         if f"{name}.py" in self.missing_files:
             raise SubmissionFailure(tr("{file} was not found in the submission", file=f"{name}.py")).caused(
                 f"missing:{name}.py", f"import:{name}.py")

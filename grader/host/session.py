@@ -173,7 +173,8 @@ class GradingSession:
             workers.close()
             raise
         connection = Connection(workers.start, sandbox.limits, restart=lambda: workers.start(fresh=True),
-                                missing_files=loaded.missing, process=first, generation=1)
+                                missing_files=loaded.missing, unparsed_files=loaded.unparsed,
+                                process=first, generation=1)
         return cls(path, loaded, device, sandbox.limits, workers, connection,
                    opened_at if opened_at is not None else time.monotonic())
 

@@ -162,6 +162,19 @@ def script(found: list[Cell]) -> tuple[str, list[str]]:
     return "".join(parts), [name for name, d in parsed.definitions.items() if d.code]
 
 
+def unparsed(data: bytes) -> str | None:
+    """Why the exercise file `data`, made from notebook cells, stands for a cell that does not parse (as `_file`
+    wrote it: read here, never run); None for any other file."""
+    try:
+        body = ast.parse(data).body
+    except (SyntaxError, ValueError):
+        return None
+    if len(body) == 2 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str) and ast.unparse(body[1]) == "raise ImportError(__doc__)":
+        return body[0].value.value
+    return None
+
+
 def uses(found: list[Cell]) -> list[str]:
     """The notebooks named by `%grader use ...` lines, in order: their definitions come before these cells'."""
     return [name for cell in found for line in _USE.findall(cell.source) for name in line.split()]

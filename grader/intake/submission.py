@@ -48,6 +48,11 @@ class Submission:
         return frozenset(name for name in SUBMISSION_FILES if name not in self.files)
 
     @property
+    def unparsed(self) -> dict[str, str]:
+        """The files made from notebook cells that do not parse, and the one line that names the cell."""
+        return {name: why for name in self.from_notebooks if (why := notebook.unparsed(self.files[name]))}
+
+    @property
     def open(self) -> frozenset[str]:
         """The exercise files a notebook's definitions may supply: those missing, and the untouched stubs."""
         return self.missing | {name for name, data in self.files.items() if stubs.untouched(name, data)}

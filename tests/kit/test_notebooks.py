@@ -88,6 +88,19 @@ def test_a_cell_that_does_not_parse_fails_only_the_exercises_it_defines():
     broken = made.files["head_attention.py"].decode()
     with pytest.raises(ImportError, match=r"^cell 3 of lab\.ipynb does not parse \(line 1: .*fix it in the notebook"):
         exec(compile(broken, "head_attention.py", "exec"), {})
+    # What the student reads: the cell and its line, never a head_attention.py the student does not have.
+    assert notebook.unparsed(made.files["head_attention.py"]).startswith("cell 3 of lab.ipynb does not parse")
+    assert notebook.unparsed(made.files["attention.py"]) is None
+
+
+@pytest.mark.slow
+def test_a_cell_that_does_not_parse_is_named_in_the_feedback(grader_cli, tmp_path: Path):
+    path = _write(tmp_path / "01-attention.ipynb", "import torch\ndef attention(query, key, value, dropout=None, "
+                  "mask=None):\n    scores = query @ key.transpose(-2, -1\n    return scores\n")
+    done = grader_cli.check(path, tmp_path / "report.json")
+    messages = [t["message"] for e in done.report["exercises"] for t in e["tests"] if t["outcome"] != "passed"]
+    assert messages and all(m.startswith("cell 2 of 01-attention.ipynb does not parse (line 3:") for m in messages)
+    assert not any("attention.py" in m.replace("01-attention.ipynb", "") for m in messages), messages[0]
 
 
 def test_a_notebook_that_cannot_be_read_fails_only_the_exercises_it_defines(tmp_path: Path):
