@@ -8,6 +8,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +29,21 @@ def shared_folders() -> tuple[str, ...]:
     return tuple(dict.fromkeys(("/tmp", "/var/tmp", "/dev/shm", tempfile.gettempdir())))
 
 
-def shared_entries() -> frozenset[tuple[int, int]]:
-    """What is at the top of the shared folders now, by device and inode: what `remove_sandbox_files` keeps."""
-    found = set()
+def _top_of_shared_folders() -> Iterator[tuple[os.DirEntry[str], os.stat_result]]:
+    """Each entry at the top of the shared folders, with its own (not a link's) status; unreadable ones skipped."""
     for shared in shared_folders():
         with contextlib.suppress(OSError), os.scandir(shared) as entries:
             for entry in entries:
-                with contextlib.suppress(OSError):
+                try:
                     info = entry.stat(follow_symlinks=False)
-                    found.add((info.st_dev, info.st_ino))
-    return frozenset(found)
+                except OSError:
+                    continue
+                yield entry, info
+
+
+def shared_entries() -> frozenset[tuple[int, int]]:
+    """What is at the top of the shared folders now, by device and inode: what `remove_sandbox_files` keeps."""
+    return frozenset((info.st_dev, info.st_ino) for _, info in _top_of_shared_folders())
 
 
 def remove_sandbox_files(*, uid: int = SANDBOX_UID, keep: frozenset[tuple[int, int]] = frozenset()) -> None:
@@ -48,18 +54,15 @@ def remove_sandbox_files(*, uid: int = SANDBOX_UID, keep: frozenset[tuple[int, i
     from grader.host.bubblewrap import python_folders
 
     python = python_folders()
-    for shared in shared_folders():
-        with contextlib.suppress(OSError), os.scandir(shared) as entries:
-            for entry in entries:
-                with contextlib.suppress(OSError):
-                    info = entry.stat(follow_symlinks=False)
-                    if info.st_uid != uid or (info.st_dev, info.st_ino) in keep \
-                            or any(p == entry.path or p.startswith(entry.path + os.sep) for p in python):
-                        continue
-                    if entry.is_dir(follow_symlinks=False):
-                        remove(Path(entry.path))
-                    else:
-                        os.unlink(entry.path)
+    for entry, info in _top_of_shared_folders():
+        if info.st_uid != uid or (info.st_dev, info.st_ino) in keep \
+                or any(p == entry.path or p.startswith(entry.path + os.sep) for p in python):
+            continue
+        with contextlib.suppress(OSError):
+            if stat.S_ISDIR(info.st_mode):
+                remove(Path(entry.path))
+            else:
+                os.unlink(entry.path)
 
 
 def holds_over(folder: Path, *, files: int, size: int) -> bool:
