@@ -1,18 +1,19 @@
 """`rates` measures a module's dropouts by what it computes: how often each drops, and how it scales what it keeps.
 
-Each contract module gets weights and inputs whose output can be read back as a trace of its dropouts: each
-value is 0 (dropped) or its value without dropout times the scale of whatever dropout kept it, so the trace
-shows how many were dropped at each place and by what the rest were scaled, however the dropout is spelled:
-`nn.Dropout`, `F.dropout(x, p, self.training)`, the fused kernel's `dropout_p`, an inner module. Weights and
-inputs are random wherever the reading allows it (`tracers`), and the grader drives every call itself through
-the module's own methods, so a traced call is one more call with loaded weights, not a call of the kit's code
-in the worker. Composite modules are measured part by part (`parts`); the outputs are judged here, in the
-trusted process.
+A measurement is one round or a few, each as another test's calls would be: weights drawn as the contract module's
+own are at the start, loaded by name; the module switched to eval mode and each part called on random inputs (where
+its values without dropout are not computed here); then switched to training mode and each part called on the same
+inputs. Each value read back (`tracers`, `head_traces`) is 0 (dropped) or its value without dropout times the scale
+of whatever dropout kept it, however the dropout is spelled: `nn.Dropout`, `F.dropout(x, p, self.training)`, the
+fused kernel's `dropout_p`, an inner module. The grader drives every call through the module's own methods, no kit
+code runs in the worker for it, and composite modules are measured part by part (`parts`); the outputs are judged
+here, in the trusted process.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any
 
 import torch
@@ -22,7 +23,7 @@ from grader.host.remote import Remote
 from grader.judge import head_traces, tracers
 from grader.judge.expect import hint_suffix
 from grader.judge.structure import describe
-from grader.judge.tracers import Part, Setup, Trace, within
+from grader.judge.tracers import TARGET, Draw, Part, Setup, Tally, Trace, within
 from grader.lang import tr
 
 Module = torch.nn.Module | Remote
@@ -34,7 +35,9 @@ def measure(kind: str, module: Module, *, training: bool = True) -> Trace:
     return trace
 
 
-SETUPS = {**tracers.SETUPS, "MultiHeadAttention": head_traces.multi_head}
+SETUPS = {**tracers.SETUPS, "FeedForward": head_traces.feed_forward, "HeadAttention": head_traces.head,
+          "MultiHeadAttention": head_traces.multi_head}
+ROUNDS = 3  # a round that reads fewer values than TARGET (a module that drops more than asked, say) is followed by more
 
 
 def traces(listed: tuple[tuple[str, str], ...], module: Module, *, training: bool = True,
@@ -42,10 +45,11 @@ def traces(listed: tuple[tuple[str, str], ...], module: Module, *, training: boo
     """Trace each listed part of `module` ((path for get_submodule, contract class), as `parts` gives), in
     training (or eval) mode; their weights are overwritten.
 
-    Driven from here as any test drives a module: `describe` for the shapes, one `load_state_dict` for the
-    weights of every part, one `train`, then each part called on its inputs. No helper of the kit runs in the
-    worker for it (a submission can rewrite one there to see that it is being traced); the outputs are judged
-    here.
+    Driven from here as any test drives a module: `describe` for the shapes, then in each round one
+    `load_state_dict` for the weights of every part still short of values read, `eval()` and each part called whose
+    reading needs its own values without dropout, `train()` and each part called on the same inputs (measured in eval
+    mode: only `eval()` and the calls). No helper of the kit runs in the worker for it (a submission can rewrite one
+    there to see that it is being measured); the outputs are judged here.
     """
     info = describe(module)
     parameters, buffers = _tensors(info.parameters), _tensors(info.buffers)  # the worker's word, checked once
@@ -57,11 +61,31 @@ def traces(listed: tuple[tuple[str, str], ...], module: Module, *, training: boo
     handles = [get(path) if path and get is not None else module for path, _ in listed]
     setups = [SETUPS[kind](_part(parameters, buffers, path, kind, handle))
               for (path, kind), handle in zip(listed, handles, strict=True)]
-    _load(module, parameters, listed, setups)
-    module.train(training)
-    torch_there = _torch_of(module)
-    return [(path, setup.run(_Calls(handle, torch_there), training))
-            for (path, _), setup, handle in zip(listed, setups, handles, strict=True)]
+    calls = [_Calls(handle, module) for handle in handles]
+    tallies = [Tally(setup.kind, setup.chained) for setup in setups]
+    seen: list[int | None] = [None] * len(listed)
+    for round_ in range(ROUNDS):
+        readings = [tally.trained if training else tally.evaluated for tally in tallies]
+        todo = [i for i, reading in enumerate(readings)  # short of values, and the last round read more
+                if reading.odd is None and reading.seen < TARGET and reading.seen != seen[i]]
+        if not todo:
+            break
+        seen = [reading.seen for reading in readings]
+        draws = {i: setups[i].draw() for i in todo}
+        _load(module, parameters, listed, setups, draws, zero=round_ == 0)
+        twins = [i for i in todo if setups[i].twin or not training]  # the others read against values computed here
+        if twins:
+            module.train(False)
+        evaluated = {i: draws[i].call(calls[i]) for i in twins}
+        trained: dict[int, object] = {}
+        if training:
+            module.train(True)
+            trained = {i: draws[i].call(calls[i]) for i in todo}
+        for i in todo:
+            draws[i].read(evaluated.get(i), trained.get(i), tallies[i])
+    return [(path, tally.trace(training)) for (path, _), tally in zip(listed, tallies, strict=True)]
+
+
 def expect_dropout(kind: str, module: Module, p: float, *, what: str, hint: str = "", training: bool = True,
                    n_layers: int = 2) -> None:
     """Fail as feedback unless every dropout of `module` (a contract module of class `kind`, or each contract
@@ -69,6 +93,8 @@ def expect_dropout(kind: str, module: Module, p: float, *, what: str, hint: str 
     what, hint = tr(what), tr(hint)  # the suites write English (grader.extract)
     for path, trace in traces(parts(kind, n_layers), module, training=training, what=what):
         where = f"{what}.{path}" if path else what
+        if trace.twin is not None and trace.twin.dropping:  # its values in eval mode were not the ones without dropout
+            expect_rate(trace.twin, 0.0, what=tr("{where} in eval mode", where=where), hint=hint)
         in_mode = (tr("{where} in training mode", where=where) if training
                    else tr("{where} in eval mode", where=where))
         expect_rate(trace, p if training else 0.0, what=in_mode, hint=hint)
@@ -126,13 +152,6 @@ def parts(kind: str, n_layers: int = 2) -> tuple[tuple[str, str], ...]:
     return contracted.get(kind, (("", kind),))
 
 
-def _torch_of(module: Module) -> Any:
-    """The torch where `module` lives, for a plain torch function to hand it (torch.ones_like)."""
-    if isinstance(module, Remote):
-        return module._connection.import_module("torch")
-    return torch
-
-
 def _part(parameters: dict[str, dict[str, Any]], buffers: dict[str, dict[str, Any]], path: str, kind: str,
           handle: Module) -> Part:
     """What `describe` says the part at `path` is made of, every parameter under each of its names."""
@@ -148,11 +167,12 @@ def _part(parameters: dict[str, dict[str, Any]], buffers: dict[str, dict[str, An
 
 
 def _load(module: Module, parameters: dict[str, dict[str, Any]], listed: tuple[tuple[str, str], ...],
-          setups: list[Setup]) -> None:
-    """Load every part's weights in one call, by their names from `module`; then zero each parameter of those
-    parts that no weight names under any of its names (an extra bias would hide the trace), but the allowed."""
-    owners = [(path, setup) for (path, _), setup in zip(listed, setups, strict=True) if setup.weights is not None]
-    weights = {_under(path, name): w for path, setup in owners for name, w in setup.weights.items()}
+          setups: list[Setup], draws: dict[int, Draw], *, zero: bool) -> None:
+    """Load the round's weights of every part drawn in one call, by their names from `module`; then, in the first
+    round, zero each parameter of those parts that no weight names under any of its names (an extra bias would hide
+    the trace), but the allowed."""
+    owners = [(listed[i][0], setups[i], draw.weights) for i, draw in draws.items() if draw.weights is not None]
+    weights = {_under(path, name): w for path, _, drawn in owners for name, w in drawn.items()}
     if not weights:
         return
     _, unexpected = _keys(module.load_state_dict(weights, strict=False))
@@ -169,7 +189,7 @@ def _load(module: Module, parameters: dict[str, dict[str, Any]], listed: tuple[t
     zeros = {}
     for primary, entry in parameters.items():
         names = (primary, *entry.get("aliases", ()))
-        for path, setup in owners:
+        for path, setup, _ in owners if zero else ():
             inside = [n[len(path) + 1:] if path else n for n in names if not path or n.startswith(path + ".")]
             if inside and not any(n in weights for n in names) and not set(inside) & set(setup.allow):
                 dtype = getattr(torch, str(entry.get("dtype")), None)
@@ -205,17 +225,19 @@ def _keys(result: object) -> tuple[list[str], list[str]]:
 
 
 class _Calls:
-    """A part as a setup uses it: called, switched between modes, its buffers read."""
+    """A part as a round uses it: called, its buffers read, with the torch it lives with (a sublayer is built there)."""
 
-    def __init__(self, part: Module, torch_there: Any) -> None:
-        self._part = part
-        self.torch = torch_there
+    def __init__(self, part: Module, module: Module) -> None:
+        self._part, self._module = part, module
 
     def __call__(self, *args: object) -> object:
         return self._part(*args)
 
-    def mode(self, training: bool) -> None:
-        self._part.train(training)
-
     def buffer(self, name: str) -> object:
         return getattr(self._part, name)
+
+    @functools.cached_property
+    def torch(self) -> Any:
+        if isinstance(self._module, Remote):
+            return self._module._connection.import_module("torch")
+        return torch

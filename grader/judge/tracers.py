@@ -1,10 +1,14 @@
-"""`tracers` holds, for each contract module that drops, the weights and inputs whose output can be read back
-as a trace of its dropouts, and the judge that reads it (see `rates`, which runs them).
+"""`tracers` holds what a dropout measurement is made of: how a round of it is drawn and read (`rates` runs the
+rounds) and what the rounds add up to, a `Trace` of each place of dropout; and the rounds of the modules whose values
+are read one by one, ResidualConnection and PositionalEncoding (`head_traces` has those read by least squares).
 
-Each value read back is 0 (dropped) or its value without dropout times the scale of whatever dropout kept it,
-so the trace shows how many were dropped at each place and by what the rest were scaled. The weights and
-inputs are random, drawn for each trace: a feed-forward's hidden units are read through orthonormal columns
-of w2, attention's weights are solved for from its output and its values.
+A round loads weights drawn as the contract module's own are at the start (a fresh nn.Linear's; a LayerNorm's as the
+hidden tests draw theirs) and calls the part in training mode on standard normal inputs, sequences of eight positions
+as the golden tests' (fewer where a reading needs fewer), with an ordinary sublayer (torch.tanh, or an nn.Linear built
+in the worker), after the same call in eval mode wherever the values without dropout are not computed here: nothing a
+call carries marks it as a measurement. Each value read back is 0 (dropped) or its value without dropout times the
+scale of whatever dropout kept it, so the trace shows how many were dropped at each place and by what the rest were
+scaled: a residual's sublayer output read against the same call in eval mode, x + pe against the module's own pe.
 """
 
 from __future__ import annotations
@@ -15,11 +19,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
+import torch.nn.functional as F
 
 from grader.judge.expect import expect_tensor, hint_suffix
 from grader.lang import N_, tr
 
-BATCH, LENGTH = 16, 8
 # What a trace that no dropout explains says, and no more: the dropout could not be measured, for one of two reasons.
 UNREAD = N_("so its dropout could not be measured: either a dropout acts somewhere the contract has none, or the rest "
             "of forward computes something else (the other tests say what)")
@@ -27,11 +31,18 @@ VALUE_RTOL = 1e-4  # kept values are one float32 product away from their nominal
 READ_RTOL = 1e-3  # values read back through random weights: float32 sums and a solve away from their nominal
 SHOWN = 0.2  # a no-dropout value under this is too small to read its ratio from
 SPREAD = 6.0  # standard deviations of a binomial count within which a rate counts as p
+# Values to read at each place of dropout: a rate of 0.1 then reads as 0.1, four standard deviations from 0.05 and
+# 0.15, so that the diagnosis's facets hold still.
+TARGET = 600
+# Each call's shape is a function of the module's sizes alone, so that the diagnosis's runs of a known mistake and of a
+# submission send the same shapes (a mistake may fail at one length and not another).
+LENGTH = 8  # positions per sequence, as the golden tests' run; fewer where a reading needs them fewer
+ELEMENTS = 64  # the most batch elements a call sends
 
 
 @dataclass(frozen=True)
 class Dropping:
-    """What one place of dropout did in one call: how many of the values it saw it dropped."""
+    """What one place of dropout did: how many of the values read there it dropped."""
 
     site: str  # "hidden activations", "attention weights", ...
     dropped: int
@@ -51,10 +62,18 @@ class Trace:
     scale: float | None  # kept outputs over their no-dropout value; None when nothing was kept
     chained: int  # how many of the dropouts a kept output passed: its scale is 1 / (1 - p) ** chained
     odd: str | None = None  # why the output is one no dropout gives, or None
+    twin: Trace | None = None  # in training mode, the same calls in eval mode, where nothing drops
+
+    @property
+    def dropping(self) -> bool:
+        return any(site.dropped for site in self.sites)
 
     def facet(self, p: float) -> tuple[str, ...]:
         """A plain summary for the diagnosis, for a module built with dropout p: for each dropout whether it
-        drops as p says, never, or otherwise (its rate to one decimal); then the same for the scale."""
+        drops as p says, never, or otherwise (its rate to one decimal); then the same for the scale. Or that it
+        drops in eval mode too, or that no dropout gives its output."""
+        if self.twin is not None and self.twin.dropping:
+            return ("drops in eval mode",)
         if self.odd is not None:
             return ("no dropout gives this output",)
 
@@ -69,29 +88,9 @@ class Trace:
         return (*(rate(site) for site in self.sites), scale)
 
 
-
-# --- helpers -------------------------------------------------------------------------------------
-
-
 def within(site: Dropping, p: float) -> bool:
     """Whether a count of drops is one dropout with probability p gives (all but never misses)."""
     return abs(site.dropped - site.seen * p) <= SPREAD * math.sqrt(site.seen * p * (1 - p)) + 0.5
-
-
-def _ratios(kind: str, ratios: torch.Tensor, site: str) -> Trace:
-    """Each value over its no-dropout value: each must be 0 (dropped) or one common scale."""
-    ratios = ratios.detach().double().flatten()
-    if not bool(ratios.isfinite().all()):
-        return Trace(kind, (), None, 1, _not_finite(site))
-    dropped = ratios.abs() <= READ_RTOL
-    kept = ratios[~dropped]
-    if kept.numel() == 0:
-        return Trace(kind, (Dropping(site, int(dropped.sum()), ratios.numel()),), None, 1)
-    scale = float(kept.median())
-    odd = uneven(kept, scale, site)
-    if odd:
-        return Trace(kind, (), scale, 1, odd)
-    return Trace(kind, (Dropping(site, int(dropped.sum()), ratios.numel()),), scale, 1)
 
 
 def uneven(kept: torch.Tensor, scale: float, site: str) -> str:
@@ -105,93 +104,161 @@ def uneven(kept: torch.Tensor, scale: float, site: str) -> str:
               site=tr(site), scale=f"{scale:.4f}", other=f"{float(kept[off][0]):.4f}", unread=tr(UNREAD))
 
 
-def _not_finite(site: str) -> str:
-    return tr("its {site} hold NaN or inf where every value is finite", site=tr(site))
+# --- what the rounds add up to ------------------------------------------------------------------------
 
 
-def _unscaled(kind: str, weight: torch.Tensor, below: torch.Tensor, site: str) -> Trace:
-    """(B, T, T) softmax weights read without a no-dropout twin: a 0 where `below` is a drop (a softmax is never
-    0), and the rows with none dropped sum to the scale (1 without dropout)."""
-    weight = weight.detach().double()
-    if not bool(weight.isfinite().all()):
-        return Trace(kind, (), None, 1, _not_finite(site))
-    dropped = (weight.abs() <= READ_RTOL * float(weight.abs().max().clamp_min(1e-12))) & below
-    whole = weight.sum(dim=-1)[~dropped.any(dim=-1)]
-    scale = float(whole.median()) if whole.numel() else None
-    return Trace(kind, (Dropping(site, int(dropped.sum()), int(below.sum()) * weight.shape[0]),), scale, 1)
+class Reading:
+    """What a part's outputs in one mode said over the rounds: how many values each place of dropout dropped of
+    those read, the kept ones over their value without dropout, and why no dropout explains them (or None)."""
+
+    def __init__(self, kind: str, chained: int) -> None:
+        self.kind, self.chained = kind, chained
+        self.counts: dict[str, list[int]] = {}
+        self.kept: list[torch.Tensor] = []
+        self.even = ""  # the place whose kept values must share one scale ("": what is kept is not a ratio)
+        self.odd: str | None = None
+
+    def fail(self, why: str) -> None:
+        self.odd = self.odd or why
+
+    def count(self, site: str, dropped: int, seen: int) -> None:
+        counts = self.counts.setdefault(site, [0, 0])
+        counts[0] += dropped
+        counts[1] += seen
+
+    def keep(self, values: torch.Tensor, site: str = "") -> None:
+        self.kept.append(values.detach().double().flatten())
+        self.even = site or self.even
+
+    def ratios(self, site: str, ratios: torch.Tensor) -> None:
+        """Values over their no-dropout value: each must be 0 (dropped) or one common scale."""
+        ratios = ratios.detach().double().flatten()
+        if not bool(ratios.isfinite().all()):
+            self.fail(tr("its {site} hold NaN or inf where every value is finite", site=tr(site)))
+            return
+        dropped = ratios.abs() <= READ_RTOL
+        self.count(site, int(dropped.sum()), ratios.numel())
+        self.keep(ratios[~dropped], site)
+
+    @property
+    def seen(self) -> int:
+        return min((seen for _, seen in self.counts.values()), default=0)
+
+    def trace(self, twin: Trace | None = None) -> Trace:
+        if self.odd is not None:
+            return Trace(self.kind, (), None, self.chained, self.odd, twin)
+        kept = torch.cat(self.kept) if self.kept else torch.zeros(0, dtype=torch.float64)
+        scale = float(kept.median()) if kept.numel() else None
+        if self.even and scale is not None and (odd := uneven(kept, scale, self.even)):
+            return Trace(self.kind, (), scale, self.chained, odd, twin)
+        sites = tuple(Dropping(site, dropped, seen) for site, (dropped, seen) in self.counts.items() if seen)
+        return Trace(self.kind, sites, scale, self.chained, None, twin)
 
 
-def _orthonormal(rows: int, columns: int) -> torch.Tensor:
-    """A random (rows, columns) float64 matrix with orthonormal columns (columns <= rows)."""
-    q, r = torch.linalg.qr(torch.randn(rows, columns, dtype=torch.float64))
-    return q * torch.sign(torch.diagonal(r))  # the sign makes the draw uniform
+class Tally:
+    """A part's readings over the rounds: its calls in training mode, and the same calls in eval mode."""
+
+    def __init__(self, kind: str, chained: int) -> None:
+        self.trained, self.evaluated = Reading(kind, chained), Reading(kind, chained)
+
+    def trace(self, training: bool) -> Trace:
+        return self.trained.trace(self.evaluated.trace()) if training else self.evaluated.trace()
 
 
-# --- one tracing setup per contract module ------------------------------------------------------
-# Each takes what the worker says the part is made of and returns the part's weights (loaded by name; None keeps
-# its own), the names of its own tensors those weights leave alone, and `run`, which calls the part through a
-# `Calls` and judges what came back. Weights and inputs are random wherever the judge can still read every
-# dropout from the output, so that a traced call looks like any other call with loaded weights.
+# --- drawing a round -------------------------------------------------------------------------------------------
 
 
 class Calls(Protocol):
-    """What a setup may do with its part: call it, switch its mode, read a buffer, and use the torch it lives with."""
+    """What a round may do with its part: call it, read a buffer, and use the torch it lives with."""
 
     torch: Any
 
     def __call__(self, *args: object) -> object: ...
 
-    def mode(self, training: bool) -> None: ...
-
     def buffer(self, name: str) -> object: ...
 
 
-Run = Callable[[Calls, bool], Trace]
+@dataclass(frozen=True)
+class Draw:
+    """One round of a part: the weights loaded for it (None keeps its own), its call, and the reading of what came
+    back from the call in eval mode (None in training mode where the setup needs no twin) and in training mode (None
+    when the module is measured in eval mode)."""
+
+    weights: dict[str, torch.Tensor] | None
+    call: Callable[[Calls], object]
+    read: Callable[[object | None, object | None, Tally], None]
 
 
 @dataclass(frozen=True)
 class Setup:
-    weights: dict[str, torch.Tensor] | None
+    """How a part is measured: its kind, how many dropouts a kept value passed, the names of its own tensors the
+    weights leave alone, a fresh round's draw, and whether its reading in training mode needs the same call in eval
+    mode (where the values without dropout are not computed here)."""
+
+    kind: str
+    chained: int
     allow: tuple[str, ...]
-    run: Run
+    draw: Callable[[], Draw]
+    twin: bool = True
 
 
-def _feed_forward(info: Part) -> Setup:
-    d_ff, d_model = parameter_shape(info, "w1.weight", "FeedForward")
-    dtype = parameter_dtype(info, "w1.weight")
-    # Every hidden unit is relu of a random sum that is mostly positive. The first `width` units reach the output
-    # through orthonormal columns of w2, the others through random columns orthogonal to those: the first ones are
-    # read back exactly by the transpose, and no column of w2 is special to look at.
-    width = min(d_ff, max(1, d_model // 2), 64)
-    columns = _orthonormal(d_model, width)
-    rest = torch.randn(d_model, d_ff - width, dtype=torch.float64)
-    rest = (rest - columns @ (columns.T @ rest)) / math.sqrt(d_ff)
-    w1 = torch.randn(d_ff, d_model, dtype=torch.float64) * (0.5 / math.sqrt(d_model))
-    b1 = torch.rand(d_ff, dtype=torch.float64) + 0.5
-    w2 = torch.cat([columns / math.sqrt(width), rest], dim=1)
-    b2 = torch.randn(d_model, dtype=torch.float64) * 0.1
-    weights = cast_weights({"w1.weight": w1, "w1.bias": b1, "w2.weight": w2, "w2.bias": b2}, dtype)
-    x = torch.randn(BATCH, LENGTH, d_model).to(dtype)
-    hidden = torch.relu(x.double() @ weights["w1.weight"].double().T + weights["w1.bias"].double())[..., :width]
+def linear(fan_in: int, fan_out: int, *, bias: bool = True) -> dict[str, torch.Tensor]:
+    """Weights by name drawn as a fresh nn.Linear(fan_in, fan_out) draws its own (its reset_parameters: weight and
+    bias uniform within 1 / sqrt(fan_in)): as the contract module starts, and as the reference the other tests load."""
+    bound = 1 / math.sqrt(fan_in)
+    drawn = {"weight": torch.empty(fan_out, fan_in).uniform_(-bound, bound)}
+    if bias:
+        drawn["bias"] = torch.empty(fan_out).uniform_(-bound, bound)
+    return drawn
 
-    def run(call: Calls, training: bool) -> Trace:
-        out = checked_output(call(x), what="FeedForward output", shape=(BATCH, LENGTH, d_model)).double()
-        seen = (out - weights["w2.bias"].double()) @ columns * math.sqrt(width)  # (m * hidden * scale)
-        shown = hidden >= SHOWN
-        return _ratios("FeedForward", seen[shown] / hidden[shown], N_("hidden activations"))
 
-    return Setup(weights, (), run)
+# --- one setup per contract module -----------------------------------------------------------------------------
 
 
 def _residual(info: Part) -> Setup:
     (d_model,) = parameter_shape(info, "norm.weight", "ResidualConnection")
-    x = torch.randn(BATCH, LENGTH, d_model).to(parameter_dtype(info, "norm.weight"))
+    dtype = parameter_dtype(info, "norm.weight")
+    site = N_("outputs of the sublayer")
 
-    def run(call: Calls, training: bool) -> Trace:  # x + dropout(ones): the sublayer ignores what the norm gives
-        out = checked_output(call(x, call.torch.ones_like), what="ResidualConnection output", shape=x.shape)
-        return _ratios("ResidualConnection", out.double() - x.double(), N_("outputs of the sublayer"))
+    def draw() -> Draw:
+        weights = cast_weights({"norm.weight": 1 + 0.5 * torch.randn(d_model), "norm.bias": 0.5 * torch.randn(d_model)},
+                               dtype)  # as the hidden tests draw a norm's, so that its place shows
+        layer = linear(d_model, d_model) if bool(torch.rand(()) < 0.5) else None  # else torch.tanh
+        x = torch.randn(math.ceil(TARGET / (0.6 * LENGTH * d_model)), LENGTH, d_model).to(dtype)  # 3 in 4 shown
+        normed = F.layer_norm(x.double(), (d_model,), weights["norm.weight"].double(), weights["norm.bias"].double())
+        nominal = torch.tanh(normed) if layer is None else normed @ layer["weight"].double().T + layer["bias"].double()
+        shown = nominal.abs() >= SHOWN  # read where the sublayer's output is not too small (whatever the norm does)
+        made: list[object] = []
 
-    return Setup(None, (), run)
+        def call(part: Calls) -> object:
+            if not made:  # one sublayer for both calls
+                made.append(_sublayer(part.torch, layer, dtype))
+            return part(x, made[0])
+
+        def read(evaluated: object | None, trained: object | None, tally: Tally) -> None:
+            # x + dropout(sublayer(norm(x))): what the sublayer added in eval mode is its value without dropout
+            added = checked_output(evaluated, what="ResidualConnection output", shape=x.shape).double() - x.double()
+            tally.evaluated.count(site, int((shown & (added == 0)).sum()), int(shown.sum()))
+            if trained is not None:
+                out = checked_output(trained, what="ResidualConnection output", shape=x.shape).double()
+                use = shown & (added != 0)
+                tally.trained.ratios(site, (out - x.double())[use] / added[use])
+
+        return Draw(weights, call, read)
+
+    return Setup("ResidualConnection", 1, (), draw)
+
+
+def _sublayer(torch_there: Any, layer: dict[str, torch.Tensor] | None, dtype: torch.dtype) -> object:
+    """An ordinary sublayer, built where the module lives: torch.tanh, or an nn.Linear holding `layer`'s weights."""
+    if layer is None:
+        return torch_there.tanh
+    out_features, in_features = layer["weight"].shape
+    built = torch_there.nn.Linear(in_features, out_features)
+    if dtype != torch.float32:  # nn.Linear's own
+        built.to(dtype)
+    built.load_state_dict(cast_weights(layer, dtype))
+    return built
 
 
 def _positional(info: Part) -> Setup:
@@ -204,61 +271,33 @@ def _positional(info: Part) -> Setup:
                              + hint_suffix(tr("register pe.unsqueeze(0) as the buffer.")))
     _, max_len, d_model = info.buffers["pe"]["shape"]
     dtype = getattr(torch, str(info.buffers["pe"]["dtype"]), torch.float32)
-    x = torch.randn(BATCH, min(LENGTH, max_len), d_model).to(dtype)
+    site = N_("values of x + pe")
 
-    def run(call: Calls, training: bool) -> Trace:  # dropout(x + pe), read against x + its own pe
-        pe = checked_output(call.buffer("pe"), what="PositionalEncoding.pe", shape=(1, max_len, d_model))
-        nominal = (x + pe[:, : x.shape[1]].to(x.dtype)).double()
-        out = checked_output(call(x), what="PositionalEncoding output", shape=x.shape).double()
-        shown = nominal.abs() >= SHOWN
-        return _ratios("PositionalEncoding", out[shown] / nominal[shown], N_("values of x + pe"))
+    def draw() -> Draw:
+        T = min(LENGTH, max_len)
+        x = torch.randn(math.ceil(TARGET / (0.6 * T * d_model)), T, d_model).to(dtype)  # 3 in 4 shown
+        pe: list[torch.Tensor] = []
 
-    return Setup(None, (), run)
+        def call(part: Calls) -> object:
+            if not pe:
+                pe.append(checked_output(part.buffer("pe"), what="PositionalEncoding.pe", shape=(1, max_len, d_model)))
+            return part(x)
+
+        def read(evaluated: object | None, trained: object | None, tally: Tally) -> None:  # dropout(x + pe), own pe
+            nominal = (x + pe[0][:, :T].to(x.dtype)).double()
+            shown = nominal.abs() >= SHOWN
+            for out, reading in ((evaluated, tally.evaluated), (trained, tally.trained)):
+                if out is not None:
+                    out = checked_output(out, what="PositionalEncoding output", shape=x.shape).double()
+                    reading.ratios(site, out[shown] / nominal[shown])
+
+        return Draw(None, call, read)
+
+    return Setup("PositionalEncoding", 1, (), draw, twin=False)
 
 
-def _head(info: Part) -> Setup:
-    head_size, n_embd = parameter_shape(info, "key.weight", "HeadAttention")
-    block = info.buffers.get("tril", info.parameters.get("tril", {"shape": [LENGTH]}))["shape"][0]
-    dtype = parameter_dtype(info, "key.weight")
-    # Each row of weights is read back from the output through the values, which needs T independent values:
-    # T well under head_size and n_embd keeps them far from singular.
-    T = max(1, min(LENGTH, head_size // 2, n_embd // 2, block))
-    weights = cast_weights({  # small scores: every weight of a row is near 1 / (t + 1), none too small to read
-        "query.weight": torch.randn(head_size, n_embd) * (0.2 / math.sqrt(n_embd)),
-        "key.weight": torch.randn(head_size, n_embd) * (0.2 / math.sqrt(n_embd)),
-        "value.weight": torch.randn(head_size, n_embd) / math.sqrt(n_embd),
-    }, dtype)
-    x = torch.randn(4 * BATCH, T, n_embd).to(dtype)
-    values = x.double() @ weights["value.weight"].double().T  # (B, T, head_size)
-    below = torch.ones(T, T, dtype=torch.bool).tril()
-
-    def read(out: object) -> torch.Tensor | None:  # (B, T, T): out = weights @ values, solved for the weights
-        out = checked_output(out, what="HeadAttention output", shape=(4 * BATCH, T, head_size)).double()
-        weight = torch.linalg.lstsq(values.transpose(1, 2), out.transpose(1, 2)).solution.transpose(1, 2)
-        if not bool((weight @ values - out).norm() <= 1e-4 * out.norm() + 1e-9):
-            return None  # not a weighting of value(x): nothing to read
-        return weight
-
-    def run(call: Calls, training: bool) -> Trace:
-        unread = Trace("HeadAttention", (), None, 1,
-                       tr("its output is not value(x) weighted by attention weights, {unread}", unread=tr(UNREAD)))
-        if not training:  # every weight of a causal row is there (a softmax is never 0), and each row sums to 1
-            weight = read(call(x))
-            return unread if weight is None else _unscaled("HeadAttention", weight, below, N_("attention weights"))
-        call.mode(False)
-        nominal = read(call(x))
-        call.mode(True)
-        weight = read(call(x))
-        if nominal is None or weight is None:
-            return unread
-        return _ratios("HeadAttention", weight[:, below] / nominal[:, below], N_("attention weights"))
-
-    return Setup(weights, ("tril",), run)
-# MultiHeadAttention's setup is in `head_traces` (`rates` adds it): reading heads back takes a module of its own.
-SETUPS: dict[str, Callable[[Part], Setup]] = {
-    "FeedForward": _feed_forward, "ResidualConnection": _residual, "PositionalEncoding": _positional,
-    "HeadAttention": _head,
-}
+SETUPS: dict[str, Callable[[Part], Setup]] = {"ResidualConnection": _residual, "PositionalEncoding": _positional}
+# The setups read by least squares (FeedForward, HeadAttention, MultiHeadAttention) are in `head_traces`.
 
 
 @dataclass(frozen=True)
@@ -294,4 +333,3 @@ def parameter_shape(info: Part, name: str, kind: str) -> list[int]:
 def parameter_dtype(info: Part, name: str) -> torch.dtype:
     dtype = getattr(torch, str(info.parameters[name]["dtype"]), None)
     return dtype if isinstance(dtype, torch.dtype) else torch.float32
-

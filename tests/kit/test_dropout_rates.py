@@ -1,9 +1,12 @@
 """`testing.expect_dropout`, in process: every correct spelling of dropout passes at any p, in training and in
-eval mode; a fixed p, a missing 1 / (1 - p), a dropout left out or one that acts in eval mode does not."""
+eval mode; a fixed p, a missing 1 / (1 - p), a dropout left out or one that acts in eval mode does not. And a
+measurement's calls carry nothing the other tests' calls do not: its weights are drawn as theirs are, its inputs are
+standard normal, its sublayers ordinary (test_rate_forgeries.py grades modules that look for the old marks)."""
 
 from __future__ import annotations
 
 import inspect
+import math
 
 import pytest
 import torch
@@ -203,6 +206,26 @@ def test_dropout_in_eval_mode_fails():
                        training=False)
 
 
+class ResidualDroppingInEval(sublayers.ResidualConnection):
+    """F.dropout(..., training=True) on the sublayer's output: drops in eval mode too."""
+
+    def forward(self, x: torch.Tensor, sublayer) -> torch.Tensor:
+        return x + F.dropout(sublayer(self.norm(x)), self.dropout.p, training=True)
+
+
+@pytest.mark.parametrize("kind, module, site", [
+    ("HeadAttention", HeadDroppingInEval(16, 8, 8, 0.3), "attention weights"),
+    ("ResidualConnection", ResidualDroppingInEval(8, 0.3), "outputs of the sublayer"),
+], ids=["head", "residual"])
+def test_a_module_that_drops_in_eval_mode_too_is_told_so_when_measured_in_training_mode(kind, module, site):
+    """Its rate in training mode is read against the same call in eval mode, whose values are then not the ones
+    without dropout: what it is told is what that call showed."""
+    torch.manual_seed(0)
+    with pytest.raises(AssertionError, match=rf"^{kind} in eval mode dropped \d+ of \d+ {site} \(\d+%\), where dropout "
+                                             r"with p = 0.0 drops none"):
+        expect_dropout(kind, module, 0.3, what=kind)
+
+
 def test_attention_without_the_output_dropout_fails():
     torch.manual_seed(0)
     module = multi_head_attention.MultiHeadAttention(args(0.3))
@@ -219,10 +242,160 @@ def test_a_transformer_whose_encoder_never_drops_names_the_part():
         expect_dropout("Transformer", model, 0.3, what="Transformer")
 
 
-def test_the_trace_counts_every_weight_and_output_of_attention_once():
+@pytest.mark.parametrize("is_causal", [False, True], ids=["not causal", "causal"])
+def test_the_trace_counts_every_weight_and_output_of_attention_once(is_causal):
     torch.manual_seed(0)
-    trace = measure("MultiHeadAttention", multi_head_attention.MultiHeadAttention(args(0.0)))
+    module = multi_head_attention.MultiHeadAttention(args(0.0), is_causal=is_causal)
+    shapes = []
+    module.register_forward_pre_hook(lambda _, inputs: shapes.append(inputs[0].shape) if module.training else None)
+    trace = measure("MultiHeadAttention", module)
     weights, outputs = trace.sites
     assert (weights.dropped, outputs.dropped, trace.scale) == (0, 0, 1.0)
-    assert weights.seen == 256 * 4 * (1 + 2) and outputs.seen == 256 * 2 * 16  # 256 rows of 2 positions
+    # every key each of the 4 heads of each position attends, in every round
+    assert weights.seen == sum(B * 4 * sum(t + 1 if is_causal else T for t in range(T)) for B, T, _ in shapes)
+    assert outputs.seen == sum(B * T * dim for B, T, dim in shapes)
     assert len(parts("Transformer")) == 1 + 2 * 4 + 2 * 6
+
+
+# --- what a measurement sends looks like what the other tests send -----------------------------------------------
+
+KS = math.sqrt(-0.5 * math.log(1e-6 / 2))  # Kolmogorov-Smirnov's critical value at a false alarm of one in a million
+
+
+def ks_distance(sample: torch.Tensor, cdf) -> float:
+    """Kolmogorov-Smirnov's distance between a sample's empirical distribution and `cdf`."""
+    x = sample.detach().double().flatten().sort().values
+    f, n = cdf(x), len(x)
+    rank = torch.arange(1, n + 1, dtype=torch.float64)
+    return float(torch.maximum(rank / n - f, f - (rank - 1) / n).max())
+
+
+def expect_drawn_like(sample: torch.Tensor, cdf, what: str) -> None:
+    distance, bound = ks_distance(sample, cdf), KS / math.sqrt(sample.numel())
+    assert distance <= bound, f"{what}: {sample.numel()} values {distance:.3f} from their distribution ({bound:.3f})"
+
+
+def uniform(bound: float):
+    """nn.Linear's default init: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), the reference's and the module's own start."""
+    return lambda x: ((x + bound) / (2 * bound)).clamp(0, 1)
+
+
+def normal(mean: float = 0.0, std: float = 1.0):
+    return lambda x: 0.5 * (1 + torch.erf((x - mean) / (std * math.sqrt(2))))
+
+
+class Recorded:
+    """A reference module that keeps what it is given: every load, and every call in training mode."""
+
+    def record(self) -> Recorded:
+        self.loads, self.calls = [], []
+        return self
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        self.loads.append({name: value.detach().clone() for name, value in state_dict.items()})
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def forward(self, *args):
+        if self.training:
+            self.calls.append(args)
+        return super().forward(*args)
+
+
+class RecordedFeedForward(Recorded, sublayers.FeedForward):
+    pass
+
+
+class RecordedResidual(Recorded, sublayers.ResidualConnection):
+    pass
+
+
+class RecordedHead(Recorded, head_attention.HeadAttention):
+    pass
+
+
+class RecordedAttention(Recorded, multi_head_attention.MultiHeadAttention):
+    pass
+
+
+def measured(kind: str, make, seeds: int = 4) -> list[Recorded]:
+    modules = []
+    for seed in range(seeds):
+        torch.manual_seed(seed)
+        modules.append(make().record())
+        expect_dropout(kind, modules[-1], 0.3, what=kind)
+    return modules
+
+
+def loaded(modules: list[Recorded], name: str) -> torch.Tensor:
+    return torch.cat([load[name].flatten() for m in modules for load in m.loads if name in load])
+
+
+def inputs(modules: list[Recorded]) -> torch.Tensor:
+    return torch.cat([call[0].flatten() for m in modules for call in m.calls])
+
+
+def test_a_feed_forwards_measurement_loads_weights_drawn_as_nn_linear_draws_them():
+    """Not a bias all in [0.5, 1.5], not a w2 whose columns fall into two orthogonal sets: the weights a fresh
+    nn.Linear starts from, as the reference's that the golden tests load; standard normal inputs."""
+    modules = measured("FeedForward", lambda: RecordedFeedForward(16, 32, 0.3))
+    for name, fan_in in (("w1.weight", 16), ("w1.bias", 16), ("w2.weight", 32), ("w2.bias", 32)):
+        expect_drawn_like(loaded(modules, name), uniform(fan_in ** -0.5), name)
+    signs = loaded(modules, "w1.bias") > 0
+    assert abs(signs.float().mean() - 0.5) <= 6 * 0.5 / math.sqrt(signs.numel()), "the hidden biases' signs"
+
+    def cosines(w2: torch.Tensor) -> torch.Tensor:  # |cos| between every two columns
+        unit = F.normalize(w2.double(), dim=0)
+        return (unit.T @ unit).abs()[torch.ones(32, 32, dtype=torch.bool).triu(1)]
+
+    seen = torch.cat([cosines(load["w2.weight"]) for m in modules for load in m.loads if "w2.weight" in load])
+    ordinary = torch.cat([cosines(nn.Linear(32, 16).weight.detach()) for _ in range(50)])
+    assert abs(seen.median() / ordinary.median() - 1) < 0.2, (seen.median(), ordinary.median())
+    assert float((seen < 1e-4).double().mean()) < 0.01, "columns of w2 orthogonal to others"
+    expect_drawn_like(inputs(modules), normal(), "inputs")
+
+
+def test_a_residuals_measurement_hands_it_an_ordinary_sublayer():
+    """torch.tanh, or an nn.Linear with nn.Linear's own weights, as the golden tests hand it: never one that returns a
+    constant (it was torch.ones_like); the norm drawn as the hidden tests draw it; standard normal inputs."""
+    modules = measured("ResidualConnection", lambda: RecordedResidual(16, 0.3), seeds=8)
+    kinds = set()
+    for m in modules:
+        for x, sublayer in m.calls:
+            kinds.add("tanh" if sublayer is torch.tanh else type(sublayer).__name__)
+            if isinstance(sublayer, nn.Linear):
+                expect_drawn_like(sublayer.weight, uniform(16 ** -0.5), "the nn.Linear sublayer's weight")
+            with torch.no_grad():
+                assert float(sublayer(m.norm(x)).std()) > 0.1, "a sublayer whose output is one constant"
+    assert kinds == {"tanh", "Linear"}, kinds
+    expect_drawn_like(loaded(modules, "norm.weight"), normal(1.0, 0.5), "norm.weight")
+    expect_drawn_like(loaded(modules, "norm.bias"), normal(0.0, 0.5), "norm.bias")
+    expect_drawn_like(inputs(modules), normal(), "inputs")
+
+
+@pytest.mark.parametrize("kind", ["HeadAttention", "MultiHeadAttention"])
+def test_attentions_measurement_gives_it_scores_as_large_as_the_golden_tests_do(kind):
+    """Its query and key weights are a fresh nn.Linear's (they were scaled by 0.2: small scores), so its scores
+    spread as they do under the reference's weights on the same inputs."""
+    if kind == "HeadAttention":
+        modules = measured(kind, lambda: RecordedHead(24, 6, 10, 0.3))
+        names, fan_in, heads = ("query.weight", "key.weight"), 24, 1
+    else:
+        modules = measured(kind, lambda: RecordedAttention(args(0.3)))
+        names, fan_in, heads = ("wq.weight", "wk.weight"), 16, 4
+    for name in names:
+        expect_drawn_like(loaded(modules, name), uniform(fan_in ** -0.5), name)
+
+    def scores(x: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor) -> torch.Tensor:
+        q, k = (x @ w.T for w in (wq, wk))  # (B, T, heads * head_dim)
+        q, k = (t.view(*t.shape[:2], heads, -1).transpose(1, 2) for t in (q, k))
+        return q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+
+    seen, ordinary = [], []
+    for m in modules:
+        for load, call in zip(m.loads, m.calls, strict=True):  # a round: one load, one call in training mode
+            reference = [nn.Linear(fan_in, load[name].shape[0], bias=False).weight.detach() for name in names]
+            seen.append(scores(call[0], load[names[0]], load[names[1]]).flatten())
+            ordinary.append(scores(call[0], *reference).flatten())
+    ratio = float(torch.cat(seen).std() / torch.cat(ordinary).std())
+    assert 0.75 < ratio < 1.33, f"the measurement's scores spread {ratio:.2f} times as much as the golden tests'"
+    expect_drawn_like(inputs(modules), normal(), "inputs")
