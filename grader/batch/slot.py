@@ -203,10 +203,12 @@ class _Slot:
         zygote.check_self_test()
         client = zygote.connect(loaded)
         error_file = Path(job.report).with_suffix(".error")
-        pid = os.fork()
+        with trees.starting():  # the child leaves the block at once, so no lock is held in it
+            pid = os.fork()
+            if pid != 0:
+                trees.adopt(pid)
         if pid == 0:
             return self._child_session(job, loaded, client, error_file)
-        trees.adopt(pid)
         client.close()
         finished = _exits_within(pid, job.timeout_s)
         if not finished:

@@ -30,10 +30,9 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grader.host import scratch, shmem
+from grader.host import scratch, shmem, trees
 from grader.host.limits import Limits, WorkerStartError
 from grader.host.spawned import PortableWorker
-from grader.host.trees import become_subreaper
 from grader.inside.shared import processes
 from grader.inside.shared.processes import SANDBOX_UID
 from grader.lang import tr
@@ -112,7 +111,7 @@ class PortableSandbox:
         # environment (tokens) or open our files through /proc; a subreaper, so that what a worker's processes leave
         # behind (a double fork, setsid) is killed with it (see `spawned`). Both are no-ops elsewhere.
         processes.undumpable()
-        become_subreaper()
+        trees.become_subreaper()
         self._home = Path(tempfile.mkdtemp(prefix=f"grader-{os.getpid()}-", dir=stage_parent()))
         self.stage = self._home / "stage"
         self.stage.mkdir()
@@ -176,13 +175,14 @@ class PortableSandbox:
             options["start_new_session"] = True  # a Ctrl-C at the terminal reaches the grader, which ends the worker
         if self._as_root:
             options.update(user=SANDBOX_UID, group=SANDBOX_UID, extra_groups=[])
-        try:
-            process = subprocess.Popen([sys.executable, "-I", "-S", "-c", BOOTSTRAP], stdin=subprocess.PIPE,
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
-                                       cwd=str(self._scratch), env=self._environment(), **options)
-        except OSError as error:
-            raise WorkerStartError(f"the grading worker could not start: {error}") from None
-        worker = PortableWorker(process, self.limits, warm=self.warm, shared=self._shared, on_end=self._ended)
+        with trees.starting():
+            try:
+                process = subprocess.Popen([sys.executable, "-I", "-S", "-c", BOOTSTRAP], stdin=subprocess.PIPE,
+                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
+                                           cwd=str(self._scratch), env=self._environment(), **options)
+            except OSError as error:
+                raise WorkerStartError(f"the grading worker could not start: {error}") from None
+            worker = PortableWorker(process, self.limits, warm=self.warm, shared=self._shared, on_end=self._ended)
         _windows_job(worker, self.limits)
         try:
             assert process.stdin is not None

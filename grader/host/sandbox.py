@@ -50,7 +50,7 @@ from grader.host.bubblewrap import (
 )
 from grader.host.limits import Limits, SandboxUnsafe, WorkerStartError
 from grader.host.tiers import fence, mark_unsafe
-from grader.host.trees import adopt, become_subreaper, children_of, kill_tree, running
+from grader.host.trees import adopt, become_subreaper, children_of, kill_tree, running, starting
 from grader.host.workers import Client, control_request
 from grader.inside.shared import processes
 from grader.inside.shared.processes import SANDBOX_UID
@@ -133,17 +133,18 @@ class Sandbox:
         command = [sys.executable, "-I", "-S", "-c", bootstrap, str(config_in)]
         if isolate:
             command = [*bwrap_command(self.stage, device, limits), *command]
-        self.process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=self._log,
-            pass_fds=(theirs.fileno(), config_in),
-            cwd=str(self.stage) if isolate else "/",
-            env=worker_environment(),
-            preexec_fn=processes.as_sandbox_user,  # uid 65534 where we are root; dies with us in any case
-        )
-        adopt(self.process.pid)
+        with starting():  # adopted before any watcher lists orphans
+            self.process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=self._log,
+                pass_fds=(theirs.fileno(), config_in),
+                cwd=str(self.stage) if isolate else "/",
+                env=worker_environment(),
+                preexec_fn=processes.as_sandbox_user,  # uid 65534 where we are root; dies with us in any case
+            )
+            adopt(self.process.pid)
         theirs.close()
         os.close(config_in)
         threading.Thread(target=_send_config, args=(config_out, json.dumps(config).encode()), daemon=True).start()

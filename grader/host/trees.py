@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
+from collections.abc import Iterator
 
 import psutil
 
@@ -16,6 +18,9 @@ from grader.inside.shared import processes
 
 _started_by_us: set[int] = set()
 _subreaper_since: float | None = None  # when this process became a child subreaper (time.time())
+# Held from starting a child until it is adopted, and while orphans are listed: a watcher listing them in between
+# would take the new child for one escaped from its worker, and kill it with that worker's tree.
+_starting = threading.Lock()
 
 
 def become_subreaper() -> None:
@@ -23,6 +28,13 @@ def become_subreaper() -> None:
     global _subreaper_since
     if _subreaper_since is None and processes.become_subreaper():
         _subreaper_since = time.time()
+
+
+@contextlib.contextmanager
+def starting() -> Iterator[None]:
+    """Start a child and `adopt` it inside this block: no orphan listing sees it in between."""
+    with _starting:
+        yield
 
 
 def adopt(pid: int) -> None:
@@ -76,7 +88,9 @@ def orphans(*, since: float) -> list[psutil.Process]:
     if _subreaper_since is None:
         return []
     found = []
-    for child in children_of(psutil.Process()):
+    with _starting:
+        children = children_of(psutil.Process())
+    for child in children:
         with contextlib.suppress(psutil.Error):
             if child.pid not in _started_by_us and child.create_time() >= since:
                 found += [child, *descendants_of(child)]

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -195,6 +196,34 @@ def test_what_escapes_a_workers_tree_is_killed_before_the_grader_exits(release: 
             time.sleep(0.02)
     assert not left, f"{len(left)} processes the submission started outlived grading"
     assert scores(report)["attention"][0] == scores(report)["attention"][1], scores(report)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="only Linux has a subreaper")
+def test_a_child_being_started_is_never_listed_as_an_escaped_orphan():
+    """A worker's watcher lists this process's children it did not start as escaped from its tree, and kills them
+    with it. A worker being started, not yet adopted, must not be among them (a worker started ahead once was, and
+    a test's hoarder was killed and reaped that way: "exited with code 0" before its hello)."""
+    from grader.host import trees
+
+    trees.become_subreaper()
+    listed: list[int] = []
+    lister = threading.Thread(target=lambda: listed.extend(p.pid for p in trees.orphans(since=0)))
+    with trees.starting():
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        try:
+            lister.start()
+            lister.join(0.5)  # a listing now, unlocked, would find the child
+            trees.adopt(child.pid)
+        except BaseException:
+            child.kill()
+            raise
+    try:
+        lister.join(10)
+        assert not lister.is_alive()
+        assert child.pid not in listed
+    finally:
+        child.kill()
+        child.wait()
 
 
 THIEF = textwrap.dedent("""
@@ -460,7 +489,7 @@ HIDING_PLACES = {
 def test_shared_memory_a_worker_holds_counts_toward_its_memory_limit(place: str, own_uid: bool, tmp_path: Path):
     """Each way of holding memory outside a process's resident size (HIDING_PLACES) is counted: 256 MiB there is
     over a 128 MiB limit, as a worker run by root (uid 65534) or by its own user (the grader's uid) alike."""
-    from grader.host import shmem, spawned
+    from grader.host import shmem, spawned, trees
     from grader.host.limits import Limits, WorkerGone
     from grader.inside.shared.processes import SANDBOX_UID
 
@@ -470,12 +499,13 @@ def test_shared_memory_a_worker_holds_counts_toward_its_memory_limit(place: str,
     path = f"/dev/shm/kit-hoarder-{secrets.token_hex(6)}"
     options: dict[str, Any] = {} if own_uid else {"user": SANDBOX_UID, "group": SANDBOX_UID, "extra_groups": []}
     segments = frozenset(number for number, *_ in shmem.segments())
-    process = subprocess.Popen([sys.executable, "-c", HOARDER, place, "256", path], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0, start_new_session=True,
-                               cwd="/", **options)
     limits = Limits(memory_bytes=128 * 2**20)
-    worker = spawned.PortableWorker(process, limits, warm=False,
-                                    shared=shmem.SharedMemory.for_worker(uid, files=limits.inodes))
+    with trees.starting():  # as the grader starts its workers
+        process = subprocess.Popen([sys.executable, "-c", HOARDER, place, "256", path], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
+                                   start_new_session=True, cwd="/", **options)
+        worker = spawned.PortableWorker(process, limits, warm=False,
+                                        shared=shmem.SharedMemory.for_worker(uid, files=limits.inodes))
     try:
         worker.wait_ready()
         with pytest.raises(WorkerGone) as gone:
