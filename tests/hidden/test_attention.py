@@ -13,7 +13,6 @@ from grader.testing import (
     backward,
     expect_tuple,
     golden,
-    hint_suffix,
     random_keep_mask,
     tolerance,
     tr,
@@ -44,19 +43,6 @@ def check(impl, ref, *args, hint="", **kwargs):
 def test_matches_golden_on_non_square_inputs(impl, ref, device, seed, leading):
     check(impl, ref, *qkv(device, leading),
           hint=tr("scores = query @ key.transpose(-2, -1) / sqrt(d_k), with d_k = query.size(-1)."))
-
-
-@pytest.mark.hint_after("test_matches_golden_on_non_square_inputs")  # its hint assumes the plain case is right
-@pytest.mark.points(1)
-def test_scales_by_sqrt_of_key_width_not_value_width(impl, ref, device, seed):
-    check(impl, ref, *qkv(device, d_k=16, d_v=4), hint="divide by sqrt(d_k), the width of query and key.")
-
-
-@pytest.mark.hint_after("test_matches_golden_on_non_square_inputs")  # its hint assumes the plain case is right
-@pytest.mark.points(1)
-def test_float64_in_float64_out(impl, ref, device, seed):
-    check(impl, ref, *qkv(device, (2, 3), dtype=torch.float64),
-          hint="in float64: if only this test fails, look for a hard-coded float32 (.float(), dtype=torch.float32).")
 
 
 KEEP_MASKS = {
@@ -90,28 +76,6 @@ def test_dropout_is_applied_to_the_weights(impl, ref, device, seed):
     assert_close(p_attn, expected_p.float(), atol=tolerance(ref_p, expected_p), name="p_attn with dropout", hint=hint)
     assert_close(output, expected_out.float(), atol=tolerance(ref_out, expected_out), name="output with dropout",
                  hint=hint)
-
-
-@pytest.mark.points(1)
-def test_real_dropout_in_training_mode_drops_weights(impl, device, seed):
-    q, k, v = qkv(device, (4,), queries=16, keys=32)
-    dropout = impl.torch.nn.Dropout(0.5)
-    output, p_attn = expect_tuple(impl.attention.attention(q, k, v, dropout=dropout), 2, name="attention()")
-    zeros = float((p_attn == 0).double().mean())
-    assert 0.3 < zeros < 0.7, (
-        tr("with nn.Dropout(0.5), {share} of the returned weights are 0, expected about half.",
-           share=format(zeros, ".0%"))
-        + hint_suffix(tr("dropout acts on p_attn after the softmax, and attention returns p_attn as dropout left it."))
-    )
-    assert_close(output, p_attn @ v, atol=1e-5, name="output",
-                 hint="the output must use the same dropped weights you return.")
-
-
-@pytest.mark.hint_after("test_matches_golden_on_non_square_inputs")  # its hint assumes the plain case is right
-@pytest.mark.points(1)
-def test_large_scores_give_no_nan(impl, ref, device, seed):
-    check(impl, ref, *qkv(device, (2,), scale=100.0),
-          hint="use torch.softmax (it subtracts the row max); exp() of large scores overflows to inf.")
 
 
 @pytest.mark.points(2)

@@ -1,13 +1,16 @@
 """Public tests for exercises/attention.py: shapes, properties, and the course notes' worked example.
 
 Run them with `grader check attention`. They need no reference solution: every expected value is
-either a property any correct attention has or a number printed in the course notes.
+either a property any correct attention has, a number printed in the course notes, or the notes' formula
+computed here in float64 (the tolerance is how far the same formula lands from it in float32).
 """
+
+import math
 
 import pytest
 import torch
 
-from grader.testing import N_, assert_close, expect_tuple, hint_suffix, tr
+from grader.testing import N_, assert_close, expect_tuple, hint_suffix, tolerance, tr
 
 # Five 4-dimensional tokens from the course notes; with q = k = v = TOKENS the weights are printed there.
 TOKENS = [[1, 0, 1, 0], [0, 1, 0, 1], [1, 1, 0, 0], [0, 0, 1, 1], [1, 0.5, 0.5, 0]]
@@ -20,6 +23,21 @@ def inputs(device, *, batch=2, queries=12, keys=16, d_k=8, d_v=5):
     k = torch.randn(batch, keys, d_k, device=device)
     v = torch.randn(batch, keys, d_v, device=device)
     return q, k, v
+
+
+def by_hand(q, k, v):
+    """The course notes' attention: softmax(q k^T / sqrt(d_k)) over the keys, and its weighted sum of the values."""
+    p_attn = (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))).softmax(dim=-1)
+    return p_attn @ v, p_attn
+
+
+def check(impl, q, k, v, *, hint):
+    """The submission's (output, p_attn) against the formula in float64, within the formula's own float32 error."""
+    expected_out, expected_p = by_hand(q.double(), k.double(), v.double())
+    near_out, near_p = by_hand(q, k, v)
+    output, p_attn = expect_tuple(impl.attention.attention(q, k, v), 2, name="attention()")
+    assert_close(p_attn, expected_p.to(q.dtype), atol=tolerance(near_p, expected_p), name="p_attn", hint=hint)
+    assert_close(output, expected_out.to(q.dtype), atol=tolerance(near_out, expected_out), name="output", hint=hint)
 
 
 @pytest.mark.points(2)
@@ -78,3 +96,39 @@ def test_blocked_keys_get_zero_weight(impl, device, seed):
                  hint="mask is a keep mask: set scores where mask == 0 to -inf before the softmax.")
     assert_close(p_attn.sum(dim=-1), torch.ones(2, 12, device=device), atol=1e-5, name="p_attn.sum(dim=-1)",
                  hint="mask before the softmax, so the remaining weights still sum to 1.")
+
+
+@pytest.mark.hint_after("test_course_notes_worked_example")  # its hint assumes the plain case is right
+@pytest.mark.points(1)
+def test_scales_by_sqrt_of_key_width_not_value_width(impl, device, seed):
+    check(impl, *inputs(device, d_k=16, d_v=4), hint="divide by sqrt(d_k), the width of query and key.")
+
+
+@pytest.mark.hint_after("test_course_notes_worked_example")  # its hint assumes the plain case is right
+@pytest.mark.points(1)
+def test_float64_in_float64_out(impl, device, seed):
+    check(impl, *(t.double() for t in inputs(device)),
+          hint="in float64: if only this test fails, look for a hard-coded float32 (.float(), dtype=torch.float32).")
+
+
+@pytest.mark.points(1)
+def test_real_dropout_in_training_mode_drops_weights(impl, device, seed):
+    q, k, v = inputs(device, batch=4, queries=16, keys=32)
+    dropout = impl.torch.nn.Dropout(0.5)
+    output, p_attn = expect_tuple(impl.attention.attention(q, k, v, dropout=dropout), 2, name="attention()")
+    zeros = float((p_attn == 0).double().mean())
+    assert 0.3 < zeros < 0.7, (
+        tr("with nn.Dropout(0.5), {share} of the returned weights are 0, expected about half.",
+           share=format(zeros, ".0%"))
+        + hint_suffix(tr("dropout acts on p_attn after the softmax, and attention returns p_attn as dropout left it."))
+    )
+    assert_close(output, p_attn @ v, atol=1e-5, name="output",
+                 hint="the output must use the same dropped weights you return.")
+
+
+@pytest.mark.hint_after("test_course_notes_worked_example")  # its hint assumes the plain case is right
+@pytest.mark.points(1)
+def test_large_scores_give_no_nan(impl, device, seed):
+    q, k, v = inputs(device)
+    check(impl, 100.0 * q, 100.0 * k, v,
+          hint="use torch.softmax (it subtracts the row max); exp() of large scores overflows to inf.")
