@@ -239,19 +239,6 @@ DROPOUT_HINT = N_("HeadAttention(n_embd, head_size, block_size, dropout=0.0): se
                   "with the argument, applied once to the attention weights.")
 
 
-@pytest.mark.hint_after("test_matches_golden")  # its hint assumes the plain cases are right
-@pytest.mark.points(1)
-def test_default_dropout_is_zero_in_training_mode(impl, ref, device, seed):
-    m, r = pair(impl, ref, device, dropout=None)
-    m.train()
-    r.train()
-    check_golden(m, r, torch.randn(3, 8, N_EMBD, device=device),
-                 name="output in training mode, built without a dropout argument",
-                 hint="the default is 0.0, so nothing is dropped even in training mode: HeadAttention(n_embd, "
-                      "head_size, block_size, dropout=0.0): self.dropout = nn.Dropout(dropout), with the argument, "
-                      "applied once to the attention weights.")
-
-
 @pytest.mark.points(1)
 @pytest.mark.parametrize("p", [0.0, 0.3])
 def test_dropout_drops_with_the_probability_it_was_given(impl, seed, p):

@@ -191,3 +191,16 @@ def drops_the_weights_in_training(impl, device):
     x = torch.randn(64, 3, N_EMBD, device=device)
     return explained_by_weight_dropout(lambda: call(m, x), x[..., :HEAD_SIZE], uniform_causal(3), p=0.5,
                                        groups=1, output_dropout=False)
+
+
+@pytest.mark.hint_after("test_dropout_only_while_training")  # its hint assumes dropout is off in eval mode
+@pytest.mark.points(1)
+def test_default_dropout_is_zero_in_training_mode(impl, device, seed):
+    m = impl.head_attention.HeadAttention(N_EMBD, HEAD_SIZE, BLOCK_SIZE).to(device)
+    x = torch.randn(3, 8, N_EMBD, device=device)
+    evaluated = call(m.eval(), x)
+    assert_close(call(m.train(), x), evaluated, atol=1e-6,
+                 name="output in training mode, built without a dropout argument",
+                 hint="the default is 0.0, so nothing is dropped even in training mode: HeadAttention(n_embd, "
+                      "head_size, block_size, dropout=0.0): self.dropout = nn.Dropout(dropout), with the argument, "
+                      "applied once to the attention weights.")

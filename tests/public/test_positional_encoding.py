@@ -4,6 +4,7 @@ Run them with `grader check positional_encoding`. They need no reference solutio
 value comes straight from the formula, computed here with Python's math module.
 """
 
+import contextlib
 import math
 
 import pytest
@@ -15,6 +16,7 @@ from grader.testing import (
     SubmissionFailure,
     assert_close,
     describe,
+    expect_dropout,
     expect_tensor,
     hint_suffix,
     tr,
@@ -30,6 +32,18 @@ def by_hand(position: int, d_model: int) -> list[float]:
 def table(impl, d_model: int, max_len: int) -> torch.Tensor:
     module = impl.positional_encoding.PositionalEncoding(d_model, max_len=max_len)
     return expect_tensor(module.pe, name="PositionalEncoding.pe").detach().cpu()
+
+
+@contextlib.contextmanager
+def hint_on_crash(hint: str):
+    """Add a hint (English, marked N_ where written) to the message when the submission raises (its own error names
+    only the symptom)."""
+    try:
+        yield
+    except NotImplementedYet:
+        raise
+    except SubmissionFailure as failure:
+        raise SubmissionFailure(str(failure) + hint_suffix(tr(hint))) from None
 
 
 def as_3d(pe: torch.Tensor) -> torch.Tensor:
@@ -101,3 +115,20 @@ def test_forward_adds_the_encodings_of_the_first_T_positions(impl, device, seed)
         raise SubmissionFailure(str(failure) + hint_suffix(tr(hint))) from None
     assert_close(out, (x + pe[:, :5]).to(x.dtype), atol=1e-6,
                  name="PositionalEncoding(8, max_len=20)(x) for x of shape (2, 5, 8)", hint=hint)
+
+
+FORWARD_HINT = N_("return x + self.pe[:, :T] with T = x.size(1): the first T rows of the (1, max_len, d_model) "
+                  "table.")
+DROPOUT_HINT = N_("self.dropout = nn.Dropout(dropout) with the constructor's dropout argument (default 0.0), "
+                  "applied once, to the sum.")
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("p", [0.0, 0.3])
+def test_dropout_drops_with_the_probability_it_was_given(impl, seed, p):
+    module = impl.positional_encoding.PositionalEncoding(16, max_len=50, dropout=p)
+    with hint_on_crash(FORWARD_HINT):
+        expect_dropout("PositionalEncoding", module, p, what=f"PositionalEncoding(16, dropout={p})",
+                       hint=DROPOUT_HINT)
+        expect_dropout("PositionalEncoding", module, p, what=f"PositionalEncoding(16, dropout={p})",
+                       training=False, hint="nn.Dropout does nothing in eval mode: use self.dropout.")
