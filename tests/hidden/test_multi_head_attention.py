@@ -18,7 +18,6 @@ from grader.testing import (
     assert_close,
     backward,
     describe,
-    expect_dropout,
     expect_structure,
     expect_tensor,
     explained_by_weight_dropout,
@@ -402,10 +401,7 @@ def test_every_parameter_gets_the_golden_gradient(impl, ref, device, seed):
                      name=tr("gradient of the input {name}", name=name))
 
 
-# --- defaults, and dropout's probability ---------------------------------------------------------
-
-DROPOUT_HINT = N_("self.attn_dropout and self.resid_dropout = nn.Dropout(args.dropout), the first on the attention "
-                  "weights, the second on the output after wo.")
+# --- defaults ------------------------------------------------------------------------------------
 
 
 @pytest.mark.hint_after(PLAIN)
@@ -432,19 +428,3 @@ def test_default_model_args_give_the_reference_structure(impl, ref, is_causal):
                           "causal_mask(args.max_seq_len), never a number of your own.")
 
 
-@pytest.mark.points(1)
-@pytest.mark.parametrize("p", [0.0, 0.3])
-def test_dropout_drops_with_the_probability_it_was_given(impl, seed, p):
-    for is_causal in (False, True):
-        args = impl.config.ModelArgs(dim=DIM, n_heads=N_HEADS, dropout=p, max_seq_len=MAX_SEQ_LEN)
-        m = impl.multi_head_attention.MultiHeadAttention(args, is_causal=is_causal)
-        what = f"MultiHeadAttention(ModelArgs(dropout={p}), is_causal={is_causal})"
-        try:
-            expect_dropout("MultiHeadAttention", m, p, what=what,
-                           hint="self.attn_dropout and self.resid_dropout = nn.Dropout(args.dropout), the first on "
-                                "the attention weights, the second on the output after wo, each applied once.")
-            expect_dropout("MultiHeadAttention", m, p, what=what, training=False,
-                           hint="nn.Dropout does nothing in eval mode: use the modules, not F.dropout(..., "
-                                "training=True).")
-        except SubmissionFailure as failure:
-            raise type(failure)(str(failure) + hint_suffix(tr(DROPOUT_HINT))) from None

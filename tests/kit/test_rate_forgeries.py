@@ -38,7 +38,7 @@ ATTACKS = {
         ("hidden/test_head_attention.py::test_dropout_drops_with_the_probability_it_was_given[0.3]",)),
     "rates_heads_honest_under_small_scores": (
         "multi_head_attention", "fixed_attention_dropout",
-        ("hidden/test_multi_head_attention.py::test_dropout_drops_with_the_probability_it_was_given[0.3]",)),
+        ("public/test_multi_head_attention.py::test_dropout_drops_with_the_probability_it_was_given[0.3]",)),
 }
 
 

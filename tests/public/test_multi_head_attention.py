@@ -13,6 +13,7 @@ from grader.testing import (
     SubmissionFailure,
     assert_close,
     describe,
+    expect_dropout,
     expect_tensor,
     explained_by_weight_dropout,
     hint_suffix,
@@ -247,3 +248,25 @@ def drops_the_weights_and_the_output_in_training(impl, device):
     x = torch.randn(64, 3, DIM, device=device)
     return explained_by_weight_dropout(lambda: attend(m, x, x, x), x, uniform_causal(3), p=0.5, groups=N_HEADS,
                                        output_dropout=True)
+
+
+DROPOUT_HINT = N_("self.attn_dropout and self.resid_dropout = nn.Dropout(args.dropout), the first on the attention "
+                  "weights, the second on the output after wo.")
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("p", [0.0, 0.3])
+def test_dropout_drops_with_the_probability_it_was_given(impl, seed, p):
+    for is_causal in (False, True):
+        args = impl.config.ModelArgs(dim=DIM, n_heads=N_HEADS, dropout=p, max_seq_len=MAX_SEQ_LEN)
+        m = impl.multi_head_attention.MultiHeadAttention(args, is_causal=is_causal)
+        what = f"MultiHeadAttention(ModelArgs(dropout={p}), is_causal={is_causal})"
+        try:
+            expect_dropout("MultiHeadAttention", m, p, what=what,
+                           hint="self.attn_dropout and self.resid_dropout = nn.Dropout(args.dropout), the first on "
+                                "the attention weights, the second on the output after wo, each applied once.")
+            expect_dropout("MultiHeadAttention", m, p, what=what, training=False,
+                           hint="nn.Dropout does nothing in eval mode: use the modules, not F.dropout(..., "
+                                "training=True).")
+        except SubmissionFailure as failure:
+            raise type(failure)(str(failure) + hint_suffix(tr(DROPOUT_HINT))) from None
