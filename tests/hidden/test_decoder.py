@@ -18,7 +18,6 @@ from grader.testing import (
     describe,
     expect_branch_dropped,
     expect_dropout,
-    expect_structure,
     expect_tensor,
     float64,
     golden,
@@ -370,28 +369,6 @@ def built(lib, module, dropout):
     return getattr(lib.decoder, module)(*MODULES[module], *(() if dropout is None else (dropout, MAX_SEQ_LEN)))
 
 
-@pytest.mark.hint_after("test_matches_golden")  # its hint assumes the plain cases are right
-@pytest.mark.points(1)
-@pytest.mark.parametrize("dropout", [None, 0.0], ids=["defaults", "dropout=0.0"])
-@pytest.mark.parametrize("module", MODULES)
-def test_without_dropout_training_mode_matches_golden(impl, ref, device, seed, module, dropout):
-    r = built(ref, module, dropout)
-    randomise_norms(r)
-    m = built(impl, module, dropout)
-    if dropout is None:
-        what = tr("{module} built without dropout and max_seq_len", module=module)
-        label = tr("{what} output in training mode, built without dropout and max_seq_len", what=module)
-    else:
-        what = tr("{module} built with dropout=0.0", module=module)
-        label = tr("{what} output in training mode, built with dropout=0.0", what=module)
-    expect_structure(m, r, what=what, hint=SIZES)
-    load_parameters(m, {name: p.detach() for name, p in r.named_parameters()}, name=module, names_hint=tr(NAMES))
-    m, r = m.to(device).train(), r.to(device).train()
-    x, memory = inputs(device)
-    check_golden(m, r, x, memory, name=label,
-                 hint=tr("nothing may be dropped, even in training mode: {recipe}.", recipe=tr(PASS_DROPOUT)))
-
-
 @pytest.mark.points(1)
 @pytest.mark.parametrize("module", MODULES)
 def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed, module):
@@ -462,32 +439,3 @@ def test_each_sublayer_output_is_dropped_by_its_residual_once(impl, ref, seed, l
                                "self.feed_forward), with no dropout of the layer's own, and memory as it comes.")
 
 
-@pytest.mark.hint_after("test_matches_golden")  # its hint assumes the plain cases are right
-@pytest.mark.points(1)
-@pytest.mark.parametrize("module", MODULES)
-def test_in_training_mode_it_is_its_parts_draw_for_draw(impl, seed, module):
-    """Seeded alike in training mode, DecoderLayer(x, memory, src_mask, tgt_mask) must equal the contract's
-    composition of its own parts (residual1 with self_attn(y, y, y, tgt_mask), residual2 with cross_attn(y,
-    memory, memory, src_mask), residual3 with feed_forward), and Decoder its layers in turn then norm: every
-    dropout draw is then a part's. A dropout of its own anywhere (on x, the memory, a query, a sublayer's output,
-    between layers) draws more, and the outputs part."""
-    m = built(impl, module, 0.3).train()
-    (x, memory), src_mask, tgt_mask = inputs("cpu", batch=3), padding([T_SRC, 3, 1], T_SRC, "cpu"), None
-    impl.torch.manual_seed(0)
-    whole = run(m, x, memory, src_mask, tgt_mask)
-    impl.torch.manual_seed(0)
-    if module == "DecoderLayer":
-        composed = m.residual1(x, impl.probes.SelfAttending(m.self_attn, tgt_mask))
-        composed = m.residual2(composed, impl.probes.CrossAttending(m.cross_attn, memory, src_mask))
-        composed = m.residual3(composed, m.feed_forward)
-    else:
-        composed = x
-        for i in range(MODULES[module][0]):
-            composed = m.get_submodule(f"layers.{i}")(composed, memory, src_mask, tgt_mask)
-        composed = m.norm(composed)
-    assert_close(whole, expect_tensor(composed, name=tr("{module}'s parts composed", module=module)), atol=1e-5,
-                 name=tr("{module}(..., dropout=0.3)(x, memory, src_mask) in training mode, against its parts "
-                         "composed with the same seed", module=module),
-                 hint=tr("dropout belongs only inside the parts (MultiHeadAttention, FeedForward, ResidualConnection): "
-                         "{recipe}, with nothing of the layer's or the decoder's own in between, memory as it comes.",
-                         recipe=tr(LAYER)))

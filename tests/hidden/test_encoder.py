@@ -264,22 +264,6 @@ def built(lib, module, dropout):
     return getattr(lib.encoder, module)(*MODULES[module], *(() if dropout is None else (dropout,)))
 
 
-@pytest.mark.hint_after("test_matches_golden")  # its hint assumes the plain cases are right
-@pytest.mark.points(1)
-@pytest.mark.parametrize("dropout", [None, 0.0], ids=["default dropout", "dropout=0.0"])
-@pytest.mark.parametrize("module", MODULES)
-def test_without_dropout_training_mode_matches_golden(impl, ref, device, seed, module, dropout):
-    r = built(ref, module, dropout)
-    randomise_norms(r)
-    m = built(impl, module, dropout)
-    load_parameters(m, {name: p.detach() for name, p in r.named_parameters()}, name=module, names_hint=tr(NAMES))
-    m, r = m.to(device).train(), r.to(device).train()
-    label = (tr("{what} output in training mode, built without a dropout argument", what=module) if dropout is None
-             else tr("{what} output in training mode, built with dropout=0.0", what=module))
-    check_golden(m, r, torch.randn(2, 7, D_MODEL, device=device), name=label,
-                 hint=tr("nothing may be dropped, even in training mode: {recipe}.", recipe=tr(PASS_DROPOUT)))
-
-
 @pytest.mark.points(1)
 @pytest.mark.parametrize("module", MODULES)
 def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed, module):
@@ -348,28 +332,3 @@ def test_each_sublayer_output_is_dropped_by_its_residual_once(impl, ref, seed, l
                                "self.residual2(x, self.feed_forward), with no dropout of the layer's own.")
 
 
-@pytest.mark.hint_after("test_matches_golden")  # its hint assumes the plain cases are right
-@pytest.mark.points(1)
-@pytest.mark.parametrize("module", MODULES)
-def test_in_training_mode_it_is_its_parts_draw_for_draw(impl, seed, module):
-    """Seeded alike in training mode, EncoderLayer(x, mask) must equal the contract's composition of its own parts,
-    residual1(x, y -> self_attn(y, y, y, mask)) then residual2(., feed_forward), and Encoder its layers in turn
-    then norm: every dropout draw is then a part's. A dropout of its own anywhere (on x, a query or key, the
-    attention output, between layers) draws more, and the outputs part."""
-    m = built(impl, module, 0.3).train()
-    x, mask = torch.randn(3, 7, D_MODEL), padding([7, 4, 2], 7, "cpu")
-    impl.torch.manual_seed(0)
-    whole = run(m, x, mask)
-    impl.torch.manual_seed(0)
-    if module == "EncoderLayer":
-        composed = m.residual2(m.residual1(x, impl.probes.SelfAttending(m.self_attn, mask)), m.feed_forward)
-    else:
-        composed = x
-        for i in range(MODULES[module][0]):
-            composed = m.get_submodule(f"layers.{i}")(composed, mask)
-        composed = m.norm(composed)
-    assert_close(whole, expect_tensor(composed, name=tr("{module}'s parts composed", module=module)), atol=1e-5,
-                 name=tr("{module}(..., dropout=0.3)(x, mask) in training mode, against its parts composed with the "
-                         "same seed", module=module),
-                 hint=tr("dropout belongs only inside the parts (MultiHeadAttention, FeedForward, ResidualConnection): "
-                         "{recipe}, with nothing of the layer's or the encoder's own in between.", recipe=tr(LAYER)))

@@ -22,7 +22,6 @@ from grader.testing import (
     derangement,
     describe,
     expect_dropout,
-    expect_structure,
     expect_tensor,
     float64,
     golden,
@@ -458,14 +457,6 @@ PASS_DROPOUT = N_("pass dropout on to every part: PositionalEncoding(d_model, ma
                   "dropout, max_seq_len).")
 
 
-@pytest.mark.points(1)
-def test_default_sizes_give_the_reference_structure(impl, ref):
-    expect_structure(impl.transformer.Transformer(SRC_VOCAB, TGT_VOCAB), ref.transformer.Transformer(SRC_VOCAB,
-                     TGT_VOCAB), what=f"Transformer({SRC_VOCAB}, {TGT_VOCAB})",
-                     hint=tr("the defaults are {defaults}, each handed on to the parts.", defaults=DEFAULTS),
-                     any_size=("pos.pe",))
-
-
 @pytest.mark.hint_after(FORWARD)  # the same, with the defaults
 @pytest.mark.points(1)
 def test_default_sizes_match_golden(impl, ref, device, seed):
@@ -633,40 +624,3 @@ def test_one_dropout_between_the_embeddings_and_the_output(impl, ref, seed, path
     )
 
 
-def embedded(embed, ids):
-    """What reaches pos: the embedding times sqrt(d_model), whether the embedding module scales inside or not."""
-    looked_up = expect_tensor(embed(ids), name="the embedding of the tokens")
-    table = expect_tensor(embed.weight, name="the embedding's weight")
-    if looked_up.shape == (*ids.shape, D_MODEL) and torch.allclose(looked_up, table[ids] * math.sqrt(D_MODEL)):
-        return looked_up
-    return looked_up * math.sqrt(D_MODEL)
-
-
-@pytest.mark.points(1)
-@pytest.mark.parametrize("method", ["encode", "decode"])
-def test_in_training_mode_encode_and_decode_are_their_parts_draw_for_draw(impl, seed, method):
-    """Seeded alike in training mode, encode(src, src_mask) must equal encoder(pos(src_embed(src) * sqrt(d_model)),
-    src_mask) of its own parts, and decode(memory, tgt, src_mask) decoder(pos(tgt_embed(tgt) * sqrt(d_model)),
-    memory, src_mask): every dropout draw is then a part's. A dropout of its own (on the memory, the embeddings,
-    encode's output) draws more, and the outputs part."""
-    m = build(impl, dropout=0.3).train()
-    src, tgt, src_mask = tokens(SRC_VOCAB, 3, 7, "cpu"), tokens(TGT_VOCAB, 3, 5, "cpu"), padding(3, 7, "cpu")
-    memory = torch.randn(3, 7, D_MODEL)
-    if method == "encode":
-        x = embedded(m.src_embed, src)
-        impl.torch.manual_seed(0)
-        whole = expect_tensor(m.encode(src, src_mask), name="encode(src, src_mask)")
-        impl.torch.manual_seed(0)
-        composed = m.encoder(m.pos(x), src_mask)
-    else:
-        y = embedded(m.tgt_embed, tgt)
-        impl.torch.manual_seed(0)
-        whole = expect_tensor(m.decode(memory, tgt, src_mask), name="decode(memory, tgt, src_mask)")
-        impl.torch.manual_seed(0)
-        composed = m.decoder(m.pos(y), memory, src_mask, None)
-    assert_close(whole, expect_tensor(composed, name="its parts composed"), atol=1e-5,
-                 name=tr("Transformer(..., dropout=0.3).{method} in training mode, against its parts composed with "
-                         "the same seed", method=method),
-                 hint="encode(src, src_mask) = self.encoder(self.pos(self.src_embed(src) * sqrt(d_model)), src_mask) "
-                      "and decode(memory, tgt, src_mask, tgt_mask) = self.decoder(self.pos(self.tgt_embed(tgt) * "
-                      "sqrt(d_model)), memory, src_mask, tgt_mask): dropout only inside the parts, memory as it comes.")

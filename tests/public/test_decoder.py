@@ -233,3 +233,78 @@ def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed):
         expect_dropout("Decoder", m, 0.3, what="Decoder(..., dropout=0.3)", hint=DROPOUT_HINT)
     except SubmissionFailure as failure:
         raise type(failure)(str(failure) + hint_suffix(tr(DROPOUT_HINT))) from None
+
+
+# --- no dropout without the argument, and dropout only inside the parts ----------------------------
+
+MODULES = {"DecoderLayer": (D_MODEL, N_HEADS, D_FF), "Decoder": (2, D_MODEL, N_HEADS, D_FF)}
+PASS_DROPOUT = N_("pass the dropout argument on to every part: both MultiHeadAttention(ModelArgs(..., "
+                  "dropout=dropout, max_seq_len=max_seq_len), ...), FeedForward(d_model, d_ff, dropout), each "
+                  "ResidualConnection(d_model, dropout), and to each DecoderLayer; the defaults are dropout=0.0, "
+                  "max_seq_len=512")
+SIZES = N_("the defaults are dropout=0.0 and max_seq_len=512, and both are handed on: each attention's causal mask "
+           "is (1, 1, max_seq_len, max_seq_len), from MultiHeadAttention(ModelArgs(dim=d_model, n_heads=n_heads, "
+           "dropout=dropout, max_seq_len=max_seq_len), ...), and each DecoderLayer gets the Decoder's max_seq_len.")
+COMPOSITION = N_("in DecoderLayer, x = self.residual1(x, lambda y: self.self_attn(y, y, y, tgt_mask)), then "
+                 "x = self.residual2(x, lambda y: self.cross_attn(y, memory, memory, src_mask)), then "
+                 "self.residual3(x, self.feed_forward); in Decoder, every layer in turn, then self.norm once")
+DEFAULT_MAX_SEQ_LEN = 512
+
+
+def built(impl, module, dropout):
+    """The submission's DecoderLayer or Decoder of MODULES' sizes; dropout=None leaves dropout and max_seq_len out."""
+    return getattr(impl.decoder, module)(*MODULES[module], *(() if dropout is None else (dropout, MAX_SEQ_LEN)))
+
+
+@pytest.mark.hint_after("test_layer_with_uniform_cross_attention_adds_the_mean_of_kept_memory")  # the plain case
+@pytest.mark.points(1)
+@pytest.mark.parametrize("dropout", [None, 0.0], ids=["defaults", "dropout=0.0"])
+@pytest.mark.parametrize("module", MODULES)
+def test_without_dropout_training_mode_matches_eval_mode(impl, device, seed, module, dropout):
+    m = built(impl, module, dropout).to(device)
+    size = DEFAULT_MAX_SEQ_LEN if dropout is None else MAX_SEQ_LEN
+    for name, buffer in describe(m).buffers.items():
+        if name.endswith("self_attn.mask") and buffer["shape"] != [1, 1, size, size]:
+            layer = module if name == "self_attn.mask" else f"{module}.{name.removesuffix('.self_attn.mask')}"
+            raise AssertionError(tr("{layer}.self_attn has causal mask of shape {shape}, expected {expected}.",
+                                    layer=layer, shape=buffer["shape"], expected=[1, 1, size, size])
+                                 + hint_suffix(tr(SIZES)))
+    if dropout is None:
+        label = tr("{what} output in training mode, built without dropout and max_seq_len", what=module)
+    else:
+        label = tr("{what} output in training mode, built with dropout=0.0", what=module)
+    x, memory = inputs(device)
+    evaluated = run(m.eval(), x, memory, what=module)
+    assert_close(run(m.train(), x, memory, what=module), evaluated, atol=1e-5, name=label,
+                 hint=tr("nothing may be dropped, even in training mode: {recipe}.", recipe=tr(PASS_DROPOUT)))
+
+
+@pytest.mark.hint_after("test_layer_with_uniform_cross_attention_adds_the_mean_of_kept_memory")  # the plain case
+@pytest.mark.points(1)
+@pytest.mark.parametrize("module", MODULES)
+def test_in_training_mode_it_is_its_parts_draw_for_draw(impl, seed, module):
+    """Seeded alike in training mode, DecoderLayer(x, memory, src_mask, tgt_mask) must equal the contract's
+    composition of its own parts (residual1 with self_attn(y, y, y, tgt_mask), residual2 with cross_attn(y,
+    memory, memory, src_mask), residual3 with feed_forward), and Decoder its layers in turn then norm: every
+    dropout draw is then a part's. A dropout of its own anywhere (on x, the memory, a query, a sublayer's output,
+    between layers) draws more, and the outputs part."""
+    m = built(impl, module, 0.3).train()
+    (x, memory), src_mask, tgt_mask = inputs("cpu", batch=3), padding([T_SRC, 3, 1], T_SRC, "cpu"), None
+    impl.torch.manual_seed(0)
+    whole = run(m, x, memory, src_mask, tgt_mask, what=module)
+    impl.torch.manual_seed(0)
+    if module == "DecoderLayer":
+        composed = m.residual1(x, impl.probes.SelfAttending(m.self_attn, tgt_mask))
+        composed = m.residual2(composed, impl.probes.CrossAttending(m.cross_attn, memory, src_mask))
+        composed = m.residual3(composed, m.feed_forward)
+    else:
+        composed = x
+        for i in range(MODULES[module][0]):
+            composed = m.get_submodule(f"layers.{i}")(composed, memory, src_mask, tgt_mask)
+        composed = m.norm(composed)
+    assert_close(whole, expect_tensor(composed, name=tr("{module}'s parts composed", module=module)), atol=1e-5,
+                 name=tr("{module}(..., dropout=0.3)(x, memory, src_mask) in training mode, against its parts "
+                         "composed with the same seed", module=module),
+                 hint=tr("dropout belongs only inside the parts (MultiHeadAttention, FeedForward, ResidualConnection): "
+                         "{recipe}, with nothing of the layer's or the decoder's own in between, memory as it comes.",
+                         recipe=tr(COMPOSITION)))

@@ -184,3 +184,61 @@ def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed):
         expect_dropout("Encoder", m, 0.3, what="Encoder(..., dropout=0.3)", hint=DROPOUT_HINT)
     except SubmissionFailure as failure:
         raise type(failure)(str(failure) + hint_suffix(tr(DROPOUT_HINT))) from None
+
+
+# --- no dropout without the argument, and dropout only inside the parts ----------------------------
+
+MODULES = {"EncoderLayer": (D_MODEL, N_HEADS, D_FF), "Encoder": (2, D_MODEL, N_HEADS, D_FF)}
+PASS_DROPOUT = N_("pass the dropout argument on to every part: MultiHeadAttention(ModelArgs(dim=d_model, "
+                  "n_heads=n_heads, dropout=dropout)), FeedForward(d_model, d_ff, dropout), "
+                  "ResidualConnection(d_model, dropout), and to each EncoderLayer; the default is dropout=0.0")
+COMPOSITION = N_("in EncoderLayer, x = self.residual1(x, lambda y: self.self_attn(y, y, y, mask)), then "
+                 "self.residual2(x, self.feed_forward); in Encoder, every layer in turn with the mask, then self.norm "
+                 "once")
+
+
+def built(impl, module, dropout):
+    """The submission's EncoderLayer or Encoder of MODULES' sizes; dropout=None leaves it out (the default)."""
+    return getattr(impl.encoder, module)(*MODULES[module], *(() if dropout is None else (dropout,)))
+
+
+@pytest.mark.hint_after("test_layer_with_silent_attention_adds_the_feed_forward_of_norm_x")  # the plain case
+@pytest.mark.points(1)
+@pytest.mark.parametrize("dropout", [None, 0.0], ids=["default dropout", "dropout=0.0"])
+@pytest.mark.parametrize("module", MODULES)
+def test_without_dropout_training_mode_matches_eval_mode(impl, device, seed, module, dropout):
+    m = built(impl, module, dropout).to(device)
+    x = torch.randn(2, 7, D_MODEL, device=device)
+    evaluated = run(m.eval(), x, what=module)
+    label = (tr("{what} output in training mode, built without a dropout argument", what=module) if dropout is None
+             else tr("{what} output in training mode, built with dropout=0.0", what=module))
+    assert_close(run(m.train(), x, what=module), evaluated, atol=1e-5, name=label,
+                 hint=tr("nothing may be dropped, even in training mode: {recipe}.", recipe=tr(PASS_DROPOUT)))
+
+
+@pytest.mark.hint_after("test_layer_with_silent_attention_adds_the_feed_forward_of_norm_x")  # the plain case
+@pytest.mark.points(1)
+@pytest.mark.parametrize("module", MODULES)
+def test_in_training_mode_it_is_its_parts_draw_for_draw(impl, seed, module):
+    """Seeded alike in training mode, EncoderLayer(x, mask) must equal the contract's composition of its own parts,
+    residual1(x, y -> self_attn(y, y, y, mask)) then residual2(., feed_forward), and Encoder its layers in turn
+    then norm: every dropout draw is then a part's. A dropout of its own anywhere (on x, a query or key, the
+    attention output, between layers) draws more, and the outputs part."""
+    m = built(impl, module, 0.3).train()
+    x, mask = torch.randn(3, 7, D_MODEL), padding([7, 4, 2], 7, "cpu")
+    impl.torch.manual_seed(0)
+    whole = run(m, x, mask, what=module)
+    impl.torch.manual_seed(0)
+    if module == "EncoderLayer":
+        composed = m.residual2(m.residual1(x, impl.probes.SelfAttending(m.self_attn, mask)), m.feed_forward)
+    else:
+        composed = x
+        for i in range(MODULES[module][0]):
+            composed = m.get_submodule(f"layers.{i}")(composed, mask)
+        composed = m.norm(composed)
+    assert_close(whole, expect_tensor(composed, name=tr("{module}'s parts composed", module=module)), atol=1e-5,
+                 name=tr("{module}(..., dropout=0.3)(x, mask) in training mode, against its parts composed with the "
+                         "same seed", module=module),
+                 hint=tr("dropout belongs only inside the parts (MultiHeadAttention, FeedForward, ResidualConnection): "
+                         "{recipe}, with nothing of the layer's or the encoder's own in between.",
+                         recipe=tr(COMPOSITION)))

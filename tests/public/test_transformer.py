@@ -287,3 +287,74 @@ def test_every_dropout_drops_with_the_default_probability(impl, seed):
                        what=f"Transformer({SRC_VOCAB}, {TGT_VOCAB})", hint=hint)
     except SubmissionFailure as failure:
         raise type(failure)(str(failure) + hint_suffix(tr(hint))) from None
+
+
+# --- the defaults, and dropout only inside the parts ------------------------------------------------
+
+DEFAULTS = ("Transformer(src_vocab, tgt_vocab, d_model=128, n_heads=4, n_layers=2, d_ff=512, dropout=0.1, "
+            "max_seq_len=512)")  # code: the same in every language
+
+
+@pytest.mark.points(1)
+def test_default_sizes_give_the_contract_structure(impl):
+    info = describe(impl.transformer.Transformer(SRC_VOCAB, TGT_VOCAB))
+    got = {name: p["shape"] for name, p in info.parameters.items()} | {
+        name: b["shape"] for name, b in info.buffers.items()}
+    d_model, d_ff, max_seq_len = 128, 512, 512
+    expected = {"src_embed.weight": [SRC_VOCAB, d_model], "tgt_embed.weight": [TGT_VOCAB, d_model],
+                "generator.weight": [TGT_VOCAB, d_model], "encoder.layers.0.feed_forward.w1.weight": [d_ff, d_model],
+                "decoder.layers.0.feed_forward.w1.weight": [d_ff, d_model],
+                "decoder.layers.0.self_attn.mask": [1, 1, max_seq_len, max_seq_len]}
+    expected |= {f"{side}.layers.1.residual1.norm.weight": [d_model] for side in ("encoder", "decoder")}
+    missing = [name for name in expected if name not in got]
+    unexpected = [name for name in got if name.startswith(("encoder.layers.2.", "decoder.layers.2."))]  # n_layers=2
+    shapes = [tr("{name} {shape} (expected {expected})", name=name, shape=got[name], expected=shape)
+              for name, shape in expected.items() if got.get(name, shape) != shape]
+    problems = [tr("no parameter {names}", names=missing[:3]) if missing else "",
+                tr("unexpected parameter(s) {names}", names=unexpected[:3]) if unexpected else "",
+                tr("wrong shapes: {shapes}", shapes="; ".join(shapes[:3])) if shapes else ""]
+    assert not (missing or unexpected or shapes), (
+        tr("{what} has {problems}.", what=f"Transformer({SRC_VOCAB}, {TGT_VOCAB})",
+           problems=", ".join(problem for problem in problems if problem))
+        + hint_suffix(tr("the defaults are {defaults}, each handed on to the parts.", defaults=DEFAULTS)))
+
+
+def embedded(embed, ids):
+    """What reaches pos: the embedding times sqrt(d_model), whether the embedding module scales inside or not."""
+    looked_up = expect_tensor(embed(ids), name="the embedding of the tokens")
+    table = expect_tensor(embed.weight, name="the embedding's weight")
+    if looked_up.shape == (*ids.shape, D_MODEL) and torch.allclose(looked_up, table[ids] * math.sqrt(D_MODEL)):
+        return looked_up
+    return looked_up * math.sqrt(D_MODEL)
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("method", ["encode", "decode"])
+def test_in_training_mode_encode_and_decode_are_their_parts_draw_for_draw(impl, seed, method):
+    """Seeded alike in training mode, encode(src, src_mask) must equal encoder(pos(src_embed(src) * sqrt(d_model)),
+    src_mask) of its own parts, and decode(memory, tgt, src_mask) decoder(pos(tgt_embed(tgt) * sqrt(d_model)),
+    memory, src_mask): every dropout draw is then a part's. A dropout of its own (on the memory, the embeddings,
+    encode's output) draws more, and the outputs part."""
+    m = impl.transformer.Transformer(SRC_VOCAB, TGT_VOCAB, d_model=D_MODEL, n_heads=N_HEADS, n_layers=N_LAYERS,
+                                     d_ff=D_FF, dropout=0.3, max_seq_len=MAX_SEQ_LEN).train()
+    src, tgt = torch.randint(0, SRC_VOCAB, (3, 7)), torch.randint(0, TGT_VOCAB, (3, 5))
+    src_mask = (torch.arange(7) < torch.tensor([7, 5, 3])[:, None]).view(3, 1, 1, 7)  # padding: 7, 5 and 3 kept
+    memory = torch.randn(3, 7, D_MODEL)
+    if method == "encode":
+        x = embedded(m.src_embed, src)
+        impl.torch.manual_seed(0)
+        whole = expect_tensor(m.encode(src, src_mask), name="encode(src, src_mask)")
+        impl.torch.manual_seed(0)
+        composed = m.encoder(m.pos(x), src_mask)
+    else:
+        y = embedded(m.tgt_embed, tgt)
+        impl.torch.manual_seed(0)
+        whole = expect_tensor(m.decode(memory, tgt, src_mask), name="decode(memory, tgt, src_mask)")
+        impl.torch.manual_seed(0)
+        composed = m.decoder(m.pos(y), memory, src_mask, None)
+    assert_close(whole, expect_tensor(composed, name="its parts composed"), atol=1e-5,
+                 name=tr("Transformer(..., dropout=0.3).{method} in training mode, against its parts composed with "
+                         "the same seed", method=method),
+                 hint="encode(src, src_mask) = self.encoder(self.pos(self.src_embed(src) * sqrt(d_model)), src_mask) "
+                      "and decode(memory, tgt, src_mask, tgt_mask) = self.decoder(self.pos(self.tgt_embed(tgt) * "
+                      "sqrt(d_model)), memory, src_mask, tgt_mask): dropout only inside the parts, memory as it comes.")
