@@ -135,13 +135,15 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False, file
     table.add_column(tr("Tests"), justify="right")
     table.add_column(tr("Points"), justify="right")
     table.add_column(tr("Status"))
+    table.add_column(tr("Graded from"), overflow="fold")  # a path in full, never cut with an ellipsis
     for exercise in report.exercises:
         status = status_style(exercise.status, marks, exercise.blocked_by)
         table.add_row(exercise.id, "" if exercise.absent else f"{exercise.passed}/{exercise.counted}",
-                      f"{points(exercise.score)}/{points(exercise.max_score)}", status)
+                      f"{points(exercise.score)}/{points(exercise.max_score)}", status,
+                      escape(", ".join(exercise.files)))
     table.add_section()
     total = f"[bold]{points(report.score)}/{points(report.max_score)}[/]"
-    table.add_row("[bold]" + tr("Total") + "[/]", "", total, f"{report.percent:.0f}%")
+    table.add_row("[bold]" + tr("Total") + "[/]", "", total, f"{report.percent:.0f}%", "")
     console.print(table)
     unwritten = [e.id for e in report.exercises if e.status == "not started" and not e.blocked_by and not verbose]
     for exercise in report.exercises:

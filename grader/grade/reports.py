@@ -39,7 +39,7 @@ class GradeReport:
         object.__setattr__(self, "submission", clean(self.submission, newlines=False))
         object.__setattr__(self, "warnings", tuple(clean(warning) for warning in self.warnings))
         object.__setattr__(self, "exercises", tuple(
-            replace(exercise, tests=tuple(
+            replace(exercise, files=tuple(clean(name, newlines=False) for name in exercise.files), tests=tuple(
                 replace(test, name=clean(test.name, newlines=False), message=clean(test.message))
                 for test in exercise.tests))
             for exercise in self.exercises))
@@ -59,7 +59,8 @@ class GradeReport:
     def to_json(self) -> dict[str, Any]:
         """The contract's report (section 4), plus extra keys `sandbox`, `warnings`, `time_budget_s`,
         `budget_exhausted`, `blocked_by`, `seed`, `diagnosed` (the catalogue's names of the known mistakes an
-        exercise's failures come from), `absent` for an exercise not in the submission, and a test's `causes`
+        exercise's failures come from), `files` (the submission's files an exercise's code was read from: an exercise
+        file, or the notebooks it was made of), `absent` for an exercise not in the submission, and a test's `causes`
         (what stopped it, in words no language changes: grader.host.failures.CAUSES)."""
         return {
             "schema": SCHEMA,
@@ -82,6 +83,7 @@ class GradeReport:
                     "blocked_by": list(exercise.blocked_by),
                     **({"absent": exercise.absent} if exercise.absent else {}),
                     "diagnosed": list(exercise.diagnosed),
+                    "files": list(exercise.files),
                     "tests": [
                         {
                             "name": test.name,
@@ -110,7 +112,8 @@ class GradeReport:
                                  tuple(str(cause) for cause in test.get("causes", ())))
                       for test in exercise["tests"]),
                 tuple(str(name) for name in exercise.get("blocked_by", ())), str(exercise.get("absent", "")),
-                tuple(str(name) for name in exercise.get("diagnosed", ())))
+                tuple(str(name) for name in exercise.get("diagnosed", ())),
+                files=tuple(str(name) for name in exercise.get("files", ())))
             for exercise in data["exercises"])
         budget = data.get("time_budget_s")
         return cls(str(data["submission"]), str(data["suite"]), str(data["device"]), float(data["duration_s"]),
@@ -152,6 +155,8 @@ def to_gradescope(report: GradeReport, *, hidden_visibility: str = HIDDEN_VISIBI
     ]
     output = f"{report.score:g} / {report.max_score:g} points ({report.suite} suite, {report.device}, sandbox: " \
              f"{report.sandbox})"
+    graded = "; ".join(f"{exercise.id}: {', '.join(exercise.files)}" for exercise in report.exercises if exercise.files)
+    output += f"\nGraded from: {graded}" if graded else ""
     if report.sandbox != "bubblewrap":
         warning = TIER_WARNINGS.get(report.sandbox, TIER_WARNINGS["none"])
         output += f"\n\nWARNING: {warning} (sandbox: {report.sandbox})."

@@ -101,6 +101,7 @@ class ExerciseResult:
     blocked_by: tuple[str, ...] = ()
     absent: str = ""  # why it was not graded: its file, or one it builds on, is not in the submission
     diagnosed: tuple[str, ...] = ()  # the catalogue's names of the known mistakes its failures come from
+    files: tuple[str, ...] = ()  # what was graded: the submission's files its code was read from (paths in it)
 
 
     @property

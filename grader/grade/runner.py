@@ -13,6 +13,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -201,7 +202,8 @@ def _report(json_report: JSONReport, session: GradingSession, selection: Selecti
         device=session.device,
         duration_s=time.monotonic() - session.opened_at,
         torch=torch.__version__,
-        exercises=tuple(exercises),
+        exercises=tuple(replace(exercise, files=session.submission.sources.get(f"{exercise.id}.py", ()))
+                        for exercise in exercises),
         sandbox=tier,
         warnings=tuple(warnings),
         time_budget_s=budget.seconds if budget is not None else None,

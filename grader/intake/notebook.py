@@ -43,6 +43,7 @@ class Cell:
     where: str  # "cell 4 of lab.ipynb", as a student finds it (in the reader's language)
     source: str
     unreadable: str = ""  # set for a whole notebook that could not be read: why (its raw text is `source`)
+    notebook: str = ""  # the notebook's name as the submission has it (a path in it), the same in every language
 
 
 @dataclass
@@ -61,6 +62,7 @@ class Extracted:
 
     files: dict[str, bytes] = field(default_factory=dict)
     origins: dict[str, str] = field(default_factory=dict)  # file -> the cells its definitions come from
+    notebooks: dict[str, tuple[str, ...]] = field(default_factory=dict)  # file -> the notebooks its code comes from
     notes: list[str] = field(default_factory=list)
 
 
@@ -76,7 +78,8 @@ def cells(data: bytes, *, name: str) -> list[Cell]:
             import nbformat  # here, not at the top: its schema validator costs every `grader check` 0.1 s
 
             notebook = nbformat.reads(text, as_version=nbformat.NO_CONVERT)
-            found = [Cell(tr("cell {number} of {name}", number=number, name=name), _text(cell.get("source", "")))
+            found = [Cell(tr("cell {number} of {name}", number=number, name=name), _text(cell.get("source", "")),
+                          notebook=name)
                      for number, cell in enumerate(notebook.cells, start=1) if cell.get("cell_type") == "code"]
     except Exception as error:  # the bytes are the submitter's: any way they fail to read is theirs
         raise NotebookError(tr("{name} is not a notebook Jupyter can open ({error}): open it in Jupyter and save it "
@@ -90,7 +93,7 @@ def cells(data: bytes, *, name: str) -> list[Cell]:
 def unreadable(data: bytes, *, name: str, why: str) -> Cell:
     """A notebook that could not be read, as one cell: the exercises its raw text seems to define fail with
     `why`, the others do not notice."""
-    return Cell(name, data[:MAX_NOTEBOOK_BYTES].decode("utf-8", errors="replace"), unreadable=why)
+    return Cell(name, data[:MAX_NOTEBOOK_BYTES].decode("utf-8", errors="replace"), unreadable=why, notebook=name)
 
 
 @dataclass
@@ -137,11 +140,14 @@ def extract(found: list[Cell]) -> Extracted:
     """Exercise files from `found` cells, in order (the last definition of a name wins)."""
     parsed = _parse(found)
     extracted = Extracted()
+    notebook_of = {cell.where: cell.notebook for cell in found}
     for exercise in EXERCISES:
         roots = [parsed.definitions[name] for name in exercise.names if name in parsed.definitions]
         if roots:
-            extracted.files[exercise.file] = _file(exercise.file, roots, parsed.definitions, parsed.imports).encode()
+            text, chosen = _file(exercise.file, roots, parsed.definitions, parsed.imports)
+            extracted.files[exercise.file] = text.encode()
             extracted.origins[exercise.file] = ", ".join(dict.fromkeys(root.where for root in roots))
+            extracted.notebooks[exercise.file] = tuple(dict.fromkeys(notebook_of[d.where] for d in chosen))
     if parsed.left_out or parsed.cells_left_out:
         taken = sum(1 for d in parsed.definitions.values() if d.code)
         extracted.notes.append(tr(
@@ -175,17 +181,28 @@ def unparsed(data: bytes) -> str | None:
     return None
 
 
+def definitions(source: str) -> dict[str, ast.stmt]:
+    """The definitions one cell's `source` makes at its top, as `extract` takes them (the last of each name):
+    none where it does not parse. Nothing here runs it."""
+    try:
+        tree = ast.parse(_MAGIC.sub(lambda m: f"{m.group(1)}pass", source))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    return {name: statement for statement in tree.body if (name := _defined_name(statement)) is not None}
+
+
 def uses(found: list[Cell]) -> list[str]:
     """The notebooks named by `%grader use ...` lines, in order: their definitions come before these cells'."""
     return [name for cell in found for line in _USE.findall(cell.source) for name in line.split()]
 
 
 def _file(filename: str, roots: list[_Definition], definitions: dict[str, _Definition],
-          imports: list[tuple[ast.stmt, str]]) -> str:
-    """One exercise file: its contract definitions, the helpers they use, the imports all of those need."""
+          imports: list[tuple[ast.stmt, str]]) -> tuple[str, list[_Definition]]:
+    """One exercise file: its contract definitions, the helpers they use, the imports all of those need; and
+    those definitions, in order."""
     broken = [d for d in roots if d.broken]
     if broken:
-        return f"{broken[0].broken!r}\n\nraise ImportError(__doc__)\n"  # its docstring says why
+        return f"{broken[0].broken!r}\n\nraise ImportError(__doc__)\n", broken[:1]  # its docstring says why
     chosen: dict[str, _Definition] = {}
     from_siblings: dict[str, list[str]] = {}
     todo = list(roots)
@@ -205,10 +222,11 @@ def _file(filename: str, roots: list[_Definition], definitions: dict[str, _Defin
     parts = list(dict.fromkeys(code for _, code in sorted(wanted, key=lambda pair: pair[0])))  # __future__ first
     for module, names in sorted(from_siblings.items()):
         parts.append(f"from .{module} import {', '.join(sorted(set(names)))}\n")
-    for definition in sorted(chosen.values(), key=lambda d: d.order):
+    ordered = sorted(chosen.values(), key=lambda d: d.order)
+    for definition in ordered:
         # Never on line 1 or 2, where a comment's `coding: utf-7` would choose how the file is read.
         parts.append(f"\n\n{_comment(definition.where)}{definition.code}")
-    return "".join(parts)
+    return "".join(parts), ordered
 
 
 def _text(source: object) -> str:

@@ -42,6 +42,7 @@ class Submission:
     folder: str = "exercises"  # where the files were read (inside `archive`, when a zip), as the student named it
     archive: str = ""
     from_notebooks: dict[str, str] = field(default_factory=dict)  # exercise file -> the notebook cells it was made of
+    sources: dict[str, tuple[str, ...]] = field(default_factory=dict)  # exercise file -> the files it was read from
 
     @property
     def missing(self) -> frozenset[str]:
@@ -62,7 +63,7 @@ class Submission:
         files = {name: base64.b64encode(data).decode() for name, data in self.files.items()}
         return {"name": self.name, "files": files,
                 "notes": list(self.notes), "folder": self.folder, "archive": self.archive,
-                "from_notebooks": dict(self.from_notebooks)}
+                "from_notebooks": dict(self.from_notebooks), "sources": {k: list(v) for k, v in self.sources.items()}}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Submission:
@@ -73,7 +74,8 @@ class Submission:
             if set(files) <= set(SUBMISSION_FILES) and all(len(b) <= MAX_FILE_BYTES for b in files.values()):
                 return cls(str(data["name"]), files, tuple(map(str, data["notes"])), folder=str(data["folder"]),
                            archive=str(data["archive"]),
-                           from_notebooks={str(k): str(v) for k, v in data["from_notebooks"].items() if k in files})
+                           from_notebooks={str(k): str(v) for k, v in data["from_notebooks"].items() if k in files},
+                           sources={str(k): tuple(map(str, v)) for k, v in data["sources"].items() if k in files})
         except (KeyError, TypeError, ValueError, AttributeError):
             pass
         raise SubmissionInputError(tr("the submission arrived damaged: grade it again"))
@@ -166,10 +168,11 @@ def _from_folder(path: Path) -> Submission:
                 except OSError as error:
                     raise SubmissionInputError(tr("{name} in {folder} cannot be read ({error})", name=name,
                                                   folder=path.name, error=error.strerror)) from None
-    loaded = Submission(path.name, files, tuple(notes), folder=str(top))
+    loaded = Submission(path.name, files, tuple(notes), folder=str(top),
+                        sources={name: ((top.relative_to(path) / name).as_posix(),) for name in files})
     if not loaded.open:
         return loaded
-    notebooks = [(str(found.relative_to(path)), read_notebook(found)) for found in _notebooks_in(path)]
+    notebooks = [(found.relative_to(path).as_posix(), read_notebook(found)) for found in _notebooks_in(path)]
     return _with_notebooks(loaded, notebooks)
 
 
@@ -211,7 +214,8 @@ def _from_zip(path: Path) -> Submission:
                                 limit=MAX_FILE_BYTES))
                 continue
             files[filename] = _read_entry(archive, entry, path.name)[:MAX_FILE_BYTES]
-        loaded = Submission(path.stem, files, tuple(notes), folder=str(folder), archive=str(path))
+        loaded = Submission(path.stem, files, tuple(notes), folder=str(folder), archive=str(path),
+                            sources={name: ((folder / name).as_posix(),) for name in files})
         if not loaded.open:
             return loaded
         notebooks = [(str(name), _read_entry(archive, entry, path.name)) for name, entry in sorted(by_path.items())
@@ -274,7 +278,8 @@ def _with_notebooks(loaded: Submission, notebooks: list[tuple[str, bytes]]) -> S
              *(tr("{name} is the kit's untouched stub: graded from {notebooks} instead", name=name,
                   notebooks=clean(made.origins[name], newlines=False)) for name in replaced))
     return replace(loaded, files={**loaded.files, **added}, notes=notes,
-                   from_notebooks={**loaded.from_notebooks, **{name: made.origins[name] for name in added}})
+                   from_notebooks={**loaded.from_notebooks, **{name: made.origins[name] for name in added}},
+                   sources={**loaded.sources, **{name: made.notebooks[name] for name in added}})
 
 
 def _notebooks_in(path: Path) -> list[Path]:

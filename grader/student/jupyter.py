@@ -121,7 +121,7 @@ def _run_check(arguments: list[str], *, submission: str | os.PathLike[str] | Non
     from grader.intake.submission import SubmissionInputError, load
 
     with tempfile.TemporaryDirectory(prefix="grader-cell-") as folder:
-        shown = arguments
+        shown, chosen = arguments, None
         if "--submission" not in arguments:
             chosen = Path(submission) if submission is not None else this_notebook(namespace)
             if chosen is None and _in_a_kernel():
@@ -143,9 +143,27 @@ def _run_check(arguments: list[str], *, submission: str | os.PathLike[str] | Non
             files = None
         if shown is not arguments:  # the table names the notebook too, not a folder gone when the cell ends
             report = dataclasses.replace(report, submission=shown[shown.index("--submission") + 1])
+        note = _kernel_note(chosen if submission is None else None, shown, namespace, report)
+        if note:
+            report = dataclasses.replace(report, warnings=(*report.warnings, note))
     render(report, Console(highlight=False, emoji=False), verbose="-v" in arguments or "--verbose" in arguments,
            files=files)
     return report
+
+
+def _kernel_note(told: Path | None, shown: list[str], namespace: dict[str, object] | None,
+                 report: GradeReport) -> str | None:
+    """The line that says this kernel ran code its saved notebook does not hold (`unsaved`), where the notebook
+    graded is this kernel's: `told` (as Jupyter said), or one named that Jupyter does not say is another."""
+    from grader.student.unsaved import kernel_note
+
+    if not _in_a_kernel():
+        return None
+    graded = Path(shown[shown.index("--submission") + 1]) if "--submission" in shown[:-1] else None
+    if told is None and graded is not None and graded.suffix == ".ipynb" and graded.is_file():
+        running = this_notebook(namespace)
+        told = graded if running is None or running.resolve() == graded.resolve() else None
+    return kernel_note(told, [exercise.id for exercise in report.exercises]) if told is not None else None
 
 
 def _cannot_tell(arguments: list[str]) -> str:

@@ -162,7 +162,7 @@ def test_the_score_table_reads_in_chinese_and_in_english(tmp_path):
     tests = (Result_("hidden/test_attention.py::test_a", Outcome.FAILED, 0.0, 5.0, "wrong"),
              Result_("hidden/test_attention.py::test_b", Outcome.FAILED, 0.0, 5.0, "wrong"))
     report = GradeReport("exercises", "all", "cpu", 1.0, "2.13.0", (
-        ExerciseResult("attention", 0.0, 10.0, tests),
+        ExerciseResult("attention", 0.0, 10.0, tests, files=("notebooks/01-attention.ipynb",)),
         ExerciseResult("masking", 0.0, 10.0, tests, ("attention",))), sandbox="bubblewrap")
     shown = {}
     try:
@@ -176,6 +176,8 @@ def test_the_score_table_reads_in_chinese_and_in_english(tmp_path):
     assert "练习" in shown["zh"] and "受阻于 attention" in shown["zh"] and "评分用时 1.0 秒" in shown["zh"]
     assert "另有 1 个测试以同样方式失败" in shown["zh"]
     assert "Exercise" in shown["en"] and "blocked by attention" in shown["en"] and "练习" not in shown["en"]
+    assert "评分所用文件" in shown["zh"] and "Graded from" in shown["en"]  # the files each exercise was graded from
+    assert all("notebooks/01-attention.ipynb" in text for text in shown.values()), shown
 
 
 def test_a_chinese_locale_gives_a_chinese_check_and_lang_en_gives_english_back(grader_env, tmp_path):

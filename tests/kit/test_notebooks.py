@@ -20,7 +20,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from grader.curriculum import EXERCISES
 from grader.intake import notebook
-from grader.intake.submission import load
+from grader.intake.submission import Submission, load
 from grader.text import clean
 
 REPO = Path(__file__).resolve().parents[2]
@@ -151,6 +151,9 @@ def test_a_stub_never_hides_a_notebooks_work(tmp_path: Path):
     assert loaded.files["attention.py"] != (REPO / "exercises" / "attention.py").read_bytes()
     assert loaded.shown("attention.py") == "cell 2 of notebooks/01-attention.ipynb"
     assert loaded.shown("masking.py") == "cell 2 of notebooks/02-masking.ipynb"
+    assert loaded.sources["attention.py"] == ("notebooks/01-attention.ipynb",)
+    assert loaded.sources["head_attention.py"] == ("exercises/head_attention.py",)
+    assert Submission.from_json(json.loads(json.dumps(loaded.to_json()))) == loaded  # as a cluster's worker has it
     assert loaded.files["head_attention.py"].startswith(b"# started"), "a stub with work of its own wins"
     assert any("attention.py is the kit's untouched stub" in note for note in loaded.notes), loaded.notes
     assert loaded.files["encoder.py"] == (REPO / "exercises" / "encoder.py").read_bytes().replace(b"\n", b"\r\n")
@@ -195,6 +198,12 @@ def test_a_class_of_notebooks_scores_as_the_same_code_in_py_files(grader_cli, tm
     assert scores["wrong-py"]["attention"] < 10
     report = json.loads((out / "right-notebook.json").read_text())
     assert any("left out" in warning and "top-level statements" in warning for warning in report["warnings"])
+    # Each report names what it graded for each exercise: a path in the submission, in every language the same.
+    files = {p.stem: {e["id"]: e["files"] for e in json.loads(p.read_text())["exercises"]}
+             for p in out.glob("*.json") if p.stem != "summary"}
+    assert all(f == ["right-notebook.ipynb"] for f in files["right-notebook"].values()), files["right-notebook"]
+    assert files["right-zipped"]["encoder"] == ["handin/lab.ipynb"]
+    assert files["right-py"]["attention"] == ["attention.py"]
 
 
 @pytest.mark.slow

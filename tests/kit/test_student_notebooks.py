@@ -49,11 +49,14 @@ def test_the_student_release_ships_the_notebooks(tmp_path: Path):
         notebooks.name_of(e) for e in BY_ID.values())
 
 
-def _run(path: Path, *, path_told: bool = True) -> nbformat.NotebookNode:
+def _run(path: Path, *, path_told: bool = True, unsaved: dict[str, str] | None = None) -> nbformat.NotebookNode:
     """Run the saved notebook at `path` in a fresh kernel, as a student's Jupyter would, errors and all; without
-    `path_told`, as nbclient, papermill or an older front end would: the kernel is not told the notebook's path."""
+    `path_told`, as nbclient, papermill or an older front end would: the kernel is not told the notebook's path.
+    `unsaved`: a cell's code as edited in the browser and run, never saved (the cell that defines the key)."""
     nbclient = pytest.importorskip("nbclient")
     notebook = nbformat.read(path, 4)
+    for name, source in (unsaved or {}).items():
+        next(c for c in notebook.cells if c.cell_type == "code" and f"def {name}" in c.source).source = source
     client = nbclient.NotebookClient(notebook, timeout=KERNEL_TIMEOUT_S, kernel_name="python3", allow_errors=True,
                                      resources={"metadata": {"path": str(path.parent)}})
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
@@ -71,25 +74,31 @@ def _text(cell: nbformat.NotebookNode) -> str:
 
 @pytest.mark.slow
 def test_an_untouched_notebook_shows_the_next_step_and_a_filled_one_full_marks(tmp_path: Path):
+    """The saved notebook is graded, and the table says which. Fixed and run but not saved, the saved stub scores 0
+    and one line says the kernel ran code the notebook does not hold; saved, it scores full marks, without it."""
     folder = tmp_path / "notebooks"
     notebooks.write_all(REPO / "exercises", folder)
     path = folder / notebooks.name_of(BY_ID["attention"])
+    solution = (REPO / "solutions" / "attention.py").read_text()
 
-    untouched = _run(path)
+    untouched = _run(path, unsaved={"attention": solution})
     last = _text(untouched.cells[-1])
     next_step = r"attention: not implemented yet .* open cell \d+ of 01-attention\.ipynb"
     assert "0/10" in last and re.search(next_step, last), last
+    said = [line for line in last.splitlines() if "not saved in 01-attention.ipynb" in line]
+    assert len(said) == 1 and "(the definition of attention)" in said[0] and "save it" in said[0], last
+    assert re.search(r"attention .* 01-attention\.ipynb", last), last  # the table's "Graded from"
 
     filled = nbformat.read(path, 4)
     stub_cell = next(c for c in filled.cells if c.cell_type == "code" and "def attention" in c.source)
-    stub_cell.source = (REPO / "solutions" / "attention.py").read_text()
+    stub_cell.source = solution
     filled.cells.insert(filled.cells.index(stub_cell) + 1, nbformat.v4.new_code_cell("print('an experiment')"))
     nbformat.write(filled, path)
     done = _run(path)
     example = next(c for c in done.cells if c.cell_type == "code" and "worked example" in c.source)
     assert "tensor(" in _text(example)
     last = _text(done.cells[-1])
-    assert "10/10" in last and "Error" not in last, last
+    assert "10/10" in last and "Error" not in last and "not saved" not in last, last
 
 
 @pytest.mark.slow
@@ -128,6 +137,36 @@ def test_a_notebook_that_builds_on_others_uses_their_definitions_in_the_kernel_a
     last = _text(done.cells[-1])
     assert "15/15" in last, last
     assert "grader-cell-" not in last and "04-multi_head_attention.ipynb" in last, last  # the notebook, not a copy
+
+
+def test_the_kernel_is_said_to_differ_only_for_code_run_after_the_last_save():
+    """Saved code cells and their counts against the kernel's history (`ran[n]`, execution n): only a definition run
+    after the last save and held by no saved cell is the kernel differing; a cell saved but not run again is not."""
+    from grader.student.unsaved import SavedCell, saved_cells, unsaved
+
+    stub, check = "def attention(q, k, v):\n    raise NotImplementedError\n", "%grader check attention"
+    fixed = "import torch\n\ndef attention(q, k, v):\n    return q @ k.mT @ v  # fixed\n"
+    later = "def attention(q, k, v):\n    return torch.softmax(q @ k.mT, -1) @ v\n"
+    notebook = [SavedCell("import torch", None), SavedCell(stub, None), SavedCell(check, None)]
+    assert unsaved(["", "import torch", fixed, check], notebook, ["attention"]) == ["attention"]  # run, never saved
+    respaced = fixed.replace("# fixed", "# comments and spacing are not code").replace("\n\n", "\n")
+    saved = [SavedCell(respaced, 2), SavedCell(check, 3)]
+    assert unsaved(["", "import torch", fixed, check], saved, ["attention"]) == []
+    edited = [SavedCell("import torch", 1), SavedCell(later, 2), SavedCell(check, 3)]  # edited and saved, not run
+    assert unsaved(["", "import torch", fixed, check], edited, ["attention"]) == []
+    assert unsaved(["", "import torch", check], notebook, ["attention"]) == []  # never run here
+    ran_saved = [SavedCell("import torch", 1), SavedCell(stub, 2), SavedCell(check, 3)]  # saved after a run
+    assert unsaved(["", "import torch", stub, check, later, check], ran_saved, ["attention"]) == ["attention"]
+    # The counts of a notebook saved before this kernel started are another kernel's.
+    assert unsaved(["", "import torch", fixed, check], ran_saved, ["attention"]) == []
+    assert unsaved(["", "import torch", fixed], ran_saved, ["attention"], saved_before_kernel=True) == ["attention"]
+    # Run out of order, a saved cell is not unsaved work; a helper the definition uses is compared too.
+    twice = [SavedCell(fixed, None), SavedCell(later, None)]
+    assert unsaved(["", later, fixed], twice, ["attention"]) == []
+    helper = "SCALE = 2.0\ndef attention(q, k, v):\n    return SCALE * q\n"
+    assert unsaved(["", helper, "SCALE = 3.0"], [SavedCell(helper, None)], ["attention"]) == ["SCALE"]
+    cells = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(stub, execution_count=4)])
+    assert saved_cells(nbformat.writes(cells).encode()) == [SavedCell(stub, 4)]
 
 
 def test_bad_input_from_a_cell_raises_one_clear_error_never_system_exit():
