@@ -268,10 +268,10 @@ class WarmGrader:
         self._slots = [Slot("auto", self._stage, environment) for _ in range(slots)]
         self._count = 0
 
-    def grade(self, requests: Sequence[tuple[Path, Sequence[str]]], *, quick: bool | Sequence[bool] = False
-              ) -> list[Run]:
+    def grade(self, requests: Sequence[tuple[Path, Sequence[str]]], *, quick: bool | Sequence[bool] = False,
+              suite: str | None = None) -> list[Run]:
         """A Run per (submission folder, exercises), in order, graded WARM_SLOTS at a time; `quick` for all of them
-        or one flag per request (`--quick`)."""
+        or one flag per request (`--quick`); `suite` is `--suite` (default: every suite installed)."""
         quicks = [quick] * len(requests) if isinstance(quick, bool) else list(quick)
         idle: queue.Queue[Any] = queue.Queue()
         for slot in self._slots:
@@ -286,13 +286,14 @@ class WarmGrader:
 
             number, (submission, exercises) = numbered
             quick = quicks[number]
-            selection = select(list(exercises), None)
+            selection = select(list(exercises), suite)
             report = self._workdir / f"warm-{first + number}.json"
             isolation = Isolation(protect=tiers.exposure(selection.suite) or "",
                                   allow_unisolated=self._allow_unisolated)
             job = Job(str(submission.resolve()), str(report), list(selection.exercises), selection.suite,
                       WARM_BUDGET_S + 30, isolation, quick=quick, budget_s=WARM_BUDGET_S)
-            args = ["check", *exercises, "--submission", str(submission), *(["--quick"] if quick else []), "(warm)"]
+            args = ["check", *exercises, "--submission", str(submission), *(["--quick"] if quick else []),
+                    *(["--suite", suite] if suite else []), "(warm)"]
             slot = idle.get()
             started = time.monotonic()
             try:

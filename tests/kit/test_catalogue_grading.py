@@ -10,7 +10,9 @@ DIAGNOSIS), once. A correct variant keeps full marks in its own exercise and in 
 on it (a float32 softmax from the course notes must not cost points in the float64 test of the whole
 Transformer), all but the capstone's training for the exercises the Transformer builds on. Held-out
 mistakes (`submissions/<exercise>/held_out.py`), realistic slips kept out of the catalogue, lose points in
-their exercise and are told no known mistake's name. That correct code is never diagnosed is checked
+their exercise and are told no known mistake's name. Every known mistake also loses points under
+`--suite public` alone, graded from the same folders: a release student, who has only the public suite,
+is never told "done" with a common mistake. That correct code is never diagnosed is checked
 in-process, cheaply, in test_diagnosis.py.
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,7 +31,8 @@ from grader.judge.plugin import QUICK_SKIP
 from grader.judge.variants import Variant
 
 REPO = Path(__file__).resolve().parents[2]
-# Slow by nature: 174 variants graded, two at a time (about three minutes on two cores); `-m "not slow"` skips it.
+# Slow by nature: 174 variants graded, two at a time (about three minutes on two cores), and the 106 mistakes again
+# with --suite public; `-m "not slow"` skips it.
 pytestmark = pytest.mark.slow
 
 
@@ -77,21 +81,42 @@ def _graded_exercises(variant: Variant) -> tuple[str, ...]:
 
 
 @pytest.fixture(scope="module")
-def catalogue_runs(selected_params, warm_grader, tmp_path_factory) -> dict[tuple[str, str, str], object]:
+def submission_of(tmp_path_factory) -> Callable[[Variant], Path]:
+    """The submission folder of a variant: the reference solutions with that one file swapped in, written once and
+    graded from there by every run that reads it (the full suites' and the public suite's)."""
+    base = tmp_path_factory.mktemp("catalogue")
+    folders: dict[tuple[str, str, str], Path] = {}
+
+    def folder_of(variant: Variant) -> Path:
+        if _key(variant) not in folders:
+            folder = base / f"{len(folders)}-{variant.exercise}"
+            folder.mkdir()
+            for solution in (REPO / "solutions").glob("*.py"):
+                if solution.name not in ("__init__.py", "config.py"):
+                    shutil.copyfile(solution, folder / solution.name)
+            variants.write(variant, folder)
+            folders[_key(variant)] = folder
+        return folders[_key(variant)]
+
+    return folder_of
+
+
+@pytest.fixture(scope="module")
+def catalogue_runs(selected_params, warm_grader, submission_of) -> dict[tuple[str, str, str], object]:
     """Every variant this session's tests read, each graded once, side by side in warm slots."""
     chosen = {_key(v): v for v in selected_params("variant")}
-    base = tmp_path_factory.mktemp("catalogue")
-    folders = []
-    for number, variant in enumerate(chosen.values()):
-        folder = base / f"{number}-{variant.exercise}"
-        folder.mkdir()
-        for solution in (REPO / "solutions").glob("*.py"):
-            if solution.name not in ("__init__.py", "config.py"):
-                shutil.copyfile(solution, folder / solution.name)
-        variants.write(variant, folder)
-        folders.append((folder, _graded_exercises(variant)))
+    folders = [(submission_of(variant), _graded_exercises(variant)) for variant in chosen.values()]
     quick = [_without_the_capstone(variant) for variant in chosen.values()]
     return dict(zip(chosen, warm_grader.grade(folders, quick=quick), strict=True))
+
+
+@pytest.fixture(scope="module")
+def public_runs(selected_params, warm_grader, submission_of) -> dict[tuple[str, str, str], object]:
+    """Every mistake this session's public-suite tests read, graded with --suite public, as a release student grades
+    it (tests/hidden is not shipped), from the same folders as the full grading."""
+    chosen = {_key(v): v for v in selected_params("mistake")}
+    folders = [(submission_of(mistake), (mistake.exercise,)) for mistake in chosen.values()]
+    return dict(zip(chosen, warm_grader.grade(folders, suite="public"), strict=True))
 
 
 def _without_the_capstone(variant: Variant) -> bool:
@@ -140,6 +165,21 @@ def test_known_mistake_loses_points_and_says_why(grade_variant, variant: Variant
     )
     # The report names it too, for grades.csv and the class report: by the catalogue's name, in its exercise only.
     assert {e["id"]: e["diagnosed"] for e in run.report["exercises"] if e["diagnosed"]} == {exercise: [variant.name]}
+
+
+@pytest.mark.parametrize("mistake", mistakes(), ids=_id)
+def test_known_mistake_loses_points_in_the_public_suite(public_runs, mistake: Variant):
+    """A student of the release has only the public suite and stops when it says done: every common mistake must
+    cost points there already. The hidden suite adds edge cases, shapes and robustness; no check of a common mistake
+    needs to stay hidden (docs/scoring.md, "What the public suite judges"), so none is excused here."""
+    run = public_runs[_key(mistake)]
+    assert run.returncode == 0, run.describe()
+    assert not run.report_problems(), "\n".join(run.report_problems())
+    assert run.report["suite"] == "public", run.report["suite"]
+    result = run.exercise(mistake.exercise)
+    assert result["score"] < result["max_score"], (
+        f"full marks under --suite public for {_id(mistake)}: {_docstring(mistake)}\n{run.feedback(mistake.exercise)}")
+    assert all(t["name"].startswith("public/") for t in result["tests"]), [t["name"] for t in result["tests"]]
 
 
 @pytest.mark.parametrize("variant", held_out_mistakes(), ids=_id)
