@@ -20,6 +20,7 @@ import pytest
 import torch
 from pytest_jsonreport.plugin import JSONReport
 
+from grader.curriculum import exercise_of_test_file, prerequisites
 from grader.grade import scoring
 from grader.grade.reports import GradeReport
 from grader.grade.selection import Selection, kit_root
@@ -45,6 +46,25 @@ class _Progress:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self._on_test and (report.when == "call" or (report.when == "setup" and not report.passed)):
             self._on_test(report.nodeid, report.outcome)
+
+
+class _Evidence:
+    """Of the tests of the prerequisites run only as evidence for "blocked by" (`Selection.prerequisites`), runs
+    those of what the code computes: not those of how it runs (on another device, with loops, trained), which say
+    nothing of what builds on it and cost a sandbox's warm-up, a new worker or a training run each."""
+
+    HOW_IT_RUNS = ("real_device", "warm_worker", "fresh_worker", "slow")
+
+    def __init__(self, prerequisites: tuple[str, ...]) -> None:
+        self._files = {f"test_{exercise_id}.py" for exercise_id in prerequisites}
+
+    @pytest.hookimpl(tryfirst=True)  # before grader.judge.plugin's, which asks for a warm sandbox where one is run
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        left_out = [item for item in items if Path(str(item.path)).name in self._files
+                    and any(item.get_closest_marker(name) for name in self.HOW_IT_RUNS)]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if item not in left_out]
 
 
 @contextlib.contextmanager
@@ -88,7 +108,8 @@ def grade(
         json_report = JSONReport()
         sink = io.StringIO()
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), _no_plugin_autoload():
-            plugins = [json_report, PreparedSession(session, budget), _Progress(on_start, on_test)]
+            plugins = [json_report, PreparedSession(session, budget), _Progress(on_start, on_test),
+                       _Evidence(selection.prerequisites)]
             pytest.main(_arguments(selection, quick), plugins=plugins)
         return _report(json_report, session, selection, sink, budget)
     finally:
@@ -107,9 +128,12 @@ def collect_then_fork(selection: Selection, fork: Callable[[], GradingSession | 
     """
     json_report = JSONReport()
     prepared = PreparedSession(None)
+    if feed is not None:
+        feed.prerequisites = selection.prerequisites
     sink = io.StringIO()
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), _no_plugin_autoload():
-        plugins = [json_report, prepared, _ForkAfterCollection(fork, prepared), *([feed] if feed else [])]
+        plugins = [json_report, prepared, _ForkAfterCollection(fork, prepared), _Evidence(selection.prerequisites),
+                   *([feed] if feed else [])]
         pytest.main(_arguments(selection, quick), plugins=plugins)
     if prepared.session is None:
         return None
@@ -135,14 +159,26 @@ class _ForkAfterCollection:
 
 class FailureFeed:
     """Appends each failed test's feedback to `path` as it happens, one JSON line each: for `grader watch`,
-    which shows the first failure before the whole exercise has run. `path` is set in the forked child."""
+    which shows the first failure before the whole exercise has run. `path` is set in the forked child.
+
+    Not fed: the failures of `prerequisites` (the selection's, run unreported), and those of an exercise one of
+    whose prerequisites failed before: scoring rewrites these as "blocked by", and their hints may blame code
+    that is right."""
 
     def __init__(self) -> None:
         self.path: Path | None = None
+        self.prerequisites: tuple[str, ...] = ()
+        self._failed: set[str] = set()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.path is None or not report.failed:
             return
+        exercise = exercise_of_test_file(Path(report.nodeid.split("::")[0]).name)
+        if exercise is not None:
+            blocked = exercise in self.prerequisites or self._failed.intersection(prerequisites(exercise))
+            self._failed.add(exercise)
+            if blocked:
+                return
         message = getattr(report, "_json_report_extra", {}).get("metadata", {}).get("message", "")
         with contextlib.suppress(OSError), self.path.open("a", encoding="utf-8") as feed:
             feed.write(json.dumps({"test": report.nodeid, "message": message}) + "\n")
@@ -188,7 +224,8 @@ def _report(json_report: JSONReport, session: GradingSession, selection: Selecti
     if session.connection.sandbox_failure is not None:
         # No score from a run whose sandbox broke: the caller fails (exit 3) or grades it again.
         raise WorkerStartError(f"the sandbox failed twice: {session.connection.sandbox_failure}")
-    exercises = scoring.score(json_report.report, list(selection.exercises), session.submission.missing)
+    exercises = scoring.score(json_report.report, list(selection.exercises), session.submission.missing,
+                              prerequisites_run=selection.prerequisites)
     warnings = [tr("submission: {note}", note=note) for note in session.submission.notes]
     tier = session.tier
     if tier != "bubblewrap":

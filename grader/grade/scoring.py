@@ -14,11 +14,12 @@ here in the trusted process) ran and passed too.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grader.curriculum import BY_ID, exercise_of_test_file, prerequisites
-from grader.grade.markers import hint_pattern
+from grader.grade.markers import diagnoses, hint_pattern, hint_suffix
 from grader.grade.results import (  # noqa: F401 - re-exported: what scoring yields, by its old names
     ExerciseResult,
     ExerciseStatus,
@@ -49,18 +50,19 @@ class _Raw:
     causes: tuple[str, ...] = ()
 
 
-def score(json_report: PytestJsonReport, exercise_ids: list[str], missing: frozenset[str] = frozenset()
-          ) -> list[ExerciseResult]:
+def score(json_report: PytestJsonReport, exercise_ids: list[str], missing: frozenset[str] = frozenset(), *,
+          prerequisites_run: Sequence[str] = ()) -> list[ExerciseResult]:
     """Exercises in curriculum order, from a pytest-json-report report of the graded suites; `missing`, the exercise
-    files the submission does not hold (see `not_submitted`)."""
+    files the submission does not hold (see `not_submitted`); `prerequisites_run`, exercises the graded ones build on
+    whose tests ran only as evidence for "blocked by" (`Selection.prerequisites`): they are not among the results."""
     tests = sorted(json_report.get("tests", []), key=_collected_order)  # the order run is not always that one
     raws = _hints_that_hold(_confirmed([_raw(test) for test in tests]))
     broken = _broken_collections(json_report)
     results = []
-    for exercise_id in exercise_ids:
+    for exercise_id in [*exercise_ids, *(need for need in prerequisites_run if need not in exercise_ids)]:
         mine = [raw for raw in raws if raw.exercise == exercise_id]
         results.append(_exercise(exercise_id, mine, broken.get(exercise_id)))
-    return _mark_blocked(not_submitted(results, missing))
+    return [result for result in _mark_blocked(not_submitted(results, missing)) if result.id in exercise_ids]
 
 
 def not_submitted(results: list[ExerciseResult], missing: frozenset[str]) -> list[ExerciseResult]:
@@ -94,8 +96,10 @@ def _needs_missing(result: ExerciseResult, missing: frozenset[str]) -> str | Non
 
 
 def _mark_blocked(results: list[ExerciseResult]) -> list[ExerciseResult]:
-    """Point failures at a prerequisite that fails in the same run: the place to look first."""
-    failing = {result.id for result in results if result.score < result.max_score and not result.absent}
+    """Point failures at a prerequisite that fails its own tests in the same run, graded or run only for this: the
+    place to look first. The failures' hints guess at a cause in the exercise's own code; they give way to one that
+    says what the prerequisite fails."""
+    failing = {result.id: result for result in results if _fails(result)}
     marked = []
     for result in results:
         blockers = tuple(need for need in prerequisites(result.id) if need in failing)
@@ -109,13 +113,40 @@ def _mark_blocked(results: list[ExerciseResult]) -> list[ExerciseResult]:
             names = listed(blockers)
             note = tr("blocked by {names}: they fail their own tests and {exercise} builds on them, so fix them first.",
                       names=names, exercise=result.id)
+        pointer = hint_suffix(_what_fails(failing[blockers[0]]))  # the first in the curriculum fails on its own
         tests = tuple(
-            replace(test, message=f"{note} {test.message}")
+            replace(test, message=_blocked_message(note, test.message, pointer))
             if test.outcome.went_wrong and not test.stopped("blocked") else test
             for test in result.tests
         )
         marked.append(replace(result, tests=tests, blocked_by=blockers))
     return marked
+
+
+def _fails(result: ExerciseResult) -> bool:
+    """Whether a test of `result` went wrong, and counts: not one skipped by --quick, not an absent file's."""
+    return (result.status in (ExerciseStatus.FAILING, ExerciseStatus.NOT_STARTED)
+            and any(test.outcome.went_wrong for test in result.tests))
+
+
+def _blocked_message(note: str, message: str, pointer: str) -> str:
+    """`note`, then the failure's first line with its own hints replaced by `pointer`, then its other lines (a
+    diagnosis, what the code printed)."""
+    first, newline, rest = message.partition("\n")
+    return f"{note} {hint_pattern().sub('', first)}{pointer}{newline}{rest}"
+
+
+def _what_fails(prerequisite: ExerciseResult) -> str:
+    """What a failing prerequisite's own tests say: its known mistake where one was diagnosed, else its first
+    failure (one that waits for no other test, where there is one)."""
+    wrong = [test for test in prerequisite.tests if test.outcome.went_wrong]
+    own = [test for test in wrong if not test.stopped("waits")] or wrong
+    first = next((test for test in own if diagnoses(test.message)), own[0])
+    why = next(iter(diagnoses(first.message)), "") or hint_pattern().sub("", first.message.partition("\n")[0])
+    if len(why) > 300:
+        why = why[:300] + " [...]"
+    return tr("{prerequisite} fails its test {test}: {why}", prerequisite=prerequisite.id,
+              test=first.name.rpartition("::")[2], why=why)
 
 
 def _not_started(result: ExerciseResult) -> bool:

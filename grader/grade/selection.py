@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grader
-from grader.curriculum import BY_ID, EXERCISES
+from grader.curriculum import BY_ID, EXERCISES, prerequisites
 from grader.lang import tr
 
 SUITES = ("public", "hidden", "all")
@@ -18,9 +18,14 @@ class UsageError(ValueError):
 
 @dataclass(frozen=True)
 class Selection:
+    """The exercises graded, their suite, and the test files to run: the exercises' own, and those of the
+    `prerequisites` they build on that were not asked for, run only so that a failure coming from one of those
+    says "blocked by" it (never reported as exercises of their own)."""
+
     exercises: tuple[str, ...]
     suite: str
     files: tuple[Path, ...]
+    prerequisites: tuple[str, ...] = ()
 
 
 def kit_root() -> Path:
@@ -48,13 +53,9 @@ def select(exercises: list[str] | None, suite: str | None, *, root: Path | None 
             known = ", ".join(exercise.id for exercise in EXERCISES)
             raise UsageError(tr("unknown exercise {name}: choose from {known}", name=repr(name), known=known))
     wanted = [exercise.id for exercise in EXERCISES if not exercises or exercise.id in exercises]
-    files: list[Path] = []
     chosen: list[str] = []
     for exercise_id in wanted:
-        found = [root / "tests" / folder / f"test_{exercise_id}.py" for folder in folders]
-        found = [path for path in found if path.is_file()]
-        if found:
-            files += found
+        if _files(root, folders, exercise_id):
             chosen.append(exercise_id)
         elif exercises:
             raise UsageError(
@@ -64,4 +65,13 @@ def select(exercises: list[str] | None, suite: str | None, *, root: Path | None 
                    exercise=exercise_id))
     if not chosen:
         raise UsageError(tr("no {suite} tests are installed in {folder}", suite=suite, folder=root / "tests"))
-    return Selection(tuple(chosen), suite, tuple(files))
+    needed = {need for exercise_id in chosen for need in prerequisites(exercise_id)} - set(chosen)
+    quiet = [exercise.id for exercise in EXERCISES if exercise.id in needed and _files(root, folders, exercise.id)]
+    files = [file for exercise in EXERCISES if exercise.id in (*chosen, *quiet)
+             for file in _files(root, folders, exercise.id)]  # curriculum order: a prerequisite's tests run first
+    return Selection(tuple(chosen), suite, tuple(files), tuple(quiet))
+
+
+def _files(root: Path, folders: tuple[str, ...], exercise_id: str) -> list[Path]:
+    found = [root / "tests" / folder / f"test_{exercise_id}.py" for folder in folders]
+    return [path for path in found if path.is_file()]

@@ -205,6 +205,32 @@ def test_failures_point_at_a_failing_prerequisite():
     assert masking.blocked_by == () and head.blocked_by == () and head.tests[0].message == "h"
 
 
+def test_a_prerequisite_run_only_as_evidence_blocks_without_being_reported():
+    """An exercise checked alone runs its prerequisites' tests too, unreported: where one fails, the exercise is
+    blocked by it, and its failures' hints (a NaN's, about its own softmax) give way to what the prerequisite fails."""
+    assert select(["multi_head_attention"], "public").prerequisites == ("attention", "masking")
+    assert select(["attention", "masking", "multi_head_attention"], "public").prerequisites == ()
+    assert select(None, "public").prerequisites == ()
+    wrong_mask = ("causal_mask(4) differs at index (0, 0, 0, 0): got -inf, expected 0.\n"
+                  "Diagnosis: causal_mask blocks the diagonal too.")
+    for masking, blocked in (("failed", True), ("passed", False)):
+        report = {"tests": [
+            {"nodeid": "tests/public/test_masking.py::test_causal_mask", "outcome": masking,
+             "metadata": {"message": wrong_mask if masking == "failed" else ""}},
+            {"nodeid": "tests/public/test_multi_head_attention.py::test_golden", "outcome": "failed",
+             "metadata": {"message": "output has 32 NaN value(s). Hint: a softmax of all -inf is NaN."}},
+        ]}
+        [mha] = score(report, ["multi_head_attention"], prerequisites_run=("attention", "masking"))
+        assert mha.blocked_by == (("masking",) if blocked else ()), mha
+        if blocked:
+            assert mha.tests[0].message == (
+                "blocked by masking: it fails its own tests and multi_head_attention builds on it, so fix it first. "
+                "output has 32 NaN value(s). Hint: masking fails its test test_causal_mask: causal_mask blocks the "
+                "diagonal too.")
+        else:
+            assert mha.tests[0].message.endswith("Hint: a softmax of all -inf is NaN.")
+
+
 def test_a_hint_that_assumes_a_failing_test_is_left_out_and_says_which():
     """A case's hint (a mask's) assumes the plain case is right; where the plain case fails too, the hint has no
     evidence: it goes, the message names the plain case. A hint from what the failure measured stays."""

@@ -146,6 +146,32 @@ def test_blocked_by_a_list_reads_as_a_plural(grader_cli, tmp_path: Path):
                             "builds on them, so fix them first.") for m in blocked), blocked[0]
 
 
+def test_a_wrong_prerequisite_blocks_an_exercise_checked_alone(grader_cli, tmp_path: Path):
+    """A causal_mask that blocks the diagonal under the reference MultiHeadAttention, `grader check
+    multi_head_attention` alone: blocked by masking, each failure pointing at masking, never at the NaN's causes in
+    the attention's own code; the report lists the exercise checked only. The reference, checked alone, is not."""
+    wrong = copy_exercise_files(SOLUTIONS, tmp_path / "wrong")
+    variants.write(known_mistake("masking", "causal_mask_blocks_diagonal"), wrong)
+    run = grader_cli.check(wrong, tmp_path / "wrong.json", "multi_head_attention", "--suite", "public")
+    assert run.returncode == 0, run.describe()
+    assert [e["id"] for e in run.report["exercises"]] == ["multi_head_attention"], run.report["exercises"]
+    assert run.exercise("multi_head_attention")["blocked_by"] == ["masking"]
+    assert "blocked by masking" in run.stdout, run.stdout
+    lost = [t for t in run.lost_tests("multi_head_attention")
+            if not any(c.startswith("waits:") for c in t.get("causes", ()))]
+    assert lost, run.feedback("multi_head_attention")
+    for test in lost:
+        assert test["message"].startswith("blocked by masking:"), test["message"]
+        # The one hint is masking's: none of the test's own (a NaN's, about the attention's softmax) is left.
+        assert test["message"].count("Hint:") == 1, test["message"]
+        assert "Hint: masking fails its test test_causal_mask" in test["message"], test["message"]
+    right = copy_exercise_files(SOLUTIONS, tmp_path / "right")
+    run = grader_cli.check(right, tmp_path / "right.json", "multi_head_attention", "--suite", "public")
+    assert run.returncode == 0, run.describe()
+    assert run.exercise("multi_head_attention")["blocked_by"] == [] and run.report["score"] == 15, run.feedback(
+        "multi_head_attention")
+
+
 def test_a_syntax_error_names_its_location_once(grader_cli, tmp_path: Path):
     submission = tmp_path / "sub"
     submission.mkdir()
