@@ -18,6 +18,7 @@ class Status(StrEnum):
     TIMEOUT = "timeout"
     REFUSED = "refused"  # the submission could not be read (not a zip, no exercise files)
     FAILED = "failed"  # the grader broke, not the submission
+    CANCELLED = "cancelled"  # `grader watch`'s own: a newer save replaced the check; a batch never cancels
 
 
 @dataclass(frozen=True)

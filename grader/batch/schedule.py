@@ -243,10 +243,11 @@ class Slot:
             preexec_fn=_die_with_batch,
         )
 
-    def grade(self, job: Job, *, timeout_s: float, on_wait: Callable[[], None] | None = None) -> Outcome:
-        """Send one job and wait for its result, calling `on_wait` every 50 ms meanwhile; a slot that breaks is
-        replaced by a fresh one."""
+    def grade(self, job: Job, *, timeout_s: float, on_wait: Callable[[], bool] | None = None) -> Outcome:
+        """Send one job and wait for its result, calling `on_wait` every 50 ms meanwhile: once it returns True, the
+        job is cancelled (its child killed as at its time budget; "cancelled"). A slot that breaks is replaced."""
         assert self.process.stdin and self.process.stdout
+        cancelled = False
         try:
             self.process.stdin.write(json.dumps(job.to_json()) + "\n")
             self.process.stdin.flush()
@@ -254,7 +255,10 @@ class Slot:
             while not (ready := select.select([self.process.stdout], [], [], 0.05 if on_wait else timeout_s)[0]):
                 if on_wait is None or time.monotonic() > deadline:
                     break
-                on_wait()
+                if on_wait() and not cancelled:
+                    cancelled = True
+                    self.process.stdin.write(json.dumps({"cancel": True}) + "\n")
+                    self.process.stdin.flush()
             line = self.process.stdout.readline() if ready else ""
             return Outcome.from_json(json.loads(line))
         except (OSError, ValueError):

@@ -9,7 +9,9 @@ previous submission killed, scratch emptied, the zygote healthy); a sandbox that
 replaced. A failure of the sandbox itself (one that will not come up, a worker that cannot start)
 is retried once in a fresh sandbox, then reported as a grader failure, never as a score.
 
-Protocol with the batch, one JSON object per line: jobs on stdin, results on stdout.
+Protocol with the batch, one JSON object per line: jobs on stdin, results on stdout. While a child grades,
+`{"cancel": true}` on stdin (`grader watch`: a newer save) kills it as the time budget would, and the job is
+answered "cancelled"; a cancel that finds no child grading is dropped.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from grader import lang
 from grader.batch.jobs import Job, Outcome, Status
+from grader.batch.waiting import Lines, exits_within
 from grader.host import tiers, trees
 from grader.host.limits import Limits, WorkerStartError
 from grader.host.sandbox import Sandbox
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
     from grader.grade.reports import GradeReport
     from grader.host.session import GradingSession
 
+CANCEL_POLL_S = 0.05  # how often a grading child's wait looks for a cancel from the batch
 EXIT_SANDBOX_FAILED = 75  # a child's exit status when the sandbox, not the submission, failed (EX_TEMPFAIL)
 
 
@@ -50,7 +54,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     # Jobs and results travel on copies of stdin and stdout: pytest captures fds 0-2 while it runs,
     # and nothing else may write results, not even by accident.
-    jobs = os.fdopen(os.dup(0), "r", encoding="utf-8")
+    jobs = Lines(os.dup(0))
     results = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     device = sys.argv[1] if len(sys.argv) > 1 else "auto"
@@ -73,7 +77,7 @@ def main() -> None:
 class _Slot:
     """The slot's loop: jobs in, a forked child per job, one result line out per job."""
 
-    def __init__(self, jobs: TextIO, results: TextIO, device: str, limits: Limits) -> None:
+    def __init__(self, jobs: Lines, results: TextIO, device: str, limits: Limits) -> None:
         self._jobs = jobs
         self._results = results
         self._device = device
@@ -111,9 +115,13 @@ class _Slot:
             self._zygote.close()
 
     def _next_job(self) -> Job | None:
-        if self._pending is None:
+        while self._pending is None:
             line = self._jobs.readline()
-            self._pending = Job.from_json(json.loads(line)) if line else None
+            if not line:
+                return None
+            found = json.loads(line)
+            if not found.get("cancel"):  # a cancel sent as the job it meant ended: nothing left to cancel
+                self._pending = Job.from_json(found)
         return self._pending
 
     def _fork(self) -> GradingSession | None:
@@ -210,12 +218,14 @@ class _Slot:
         if pid == 0:
             return self._child_session(job, loaded, client, error_file)
         client.close()
-        finished = _exits_within(pid, job.timeout_s)
-        if not finished:
+        ended = self._wait_for(pid, job.timeout_s)
+        if ended != "exited":  # the worker it talks to dies at the next recycle (`Sandbox.connect`)
             os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
         seconds = round(time.monotonic() - started, 3)
-        if not finished:
+        if ended == "cancelled":
+            return Outcome(Status.CANCELLED, seconds=seconds)
+        if ended == "timeout":
             return Outcome(Status.TIMEOUT, tr("grading took longer than the {budget} s budget",
                                               budget=f"{job.timeout_s:g}"), seconds)
         code = os.waitstatus_to_exitcode(status)
@@ -228,6 +238,27 @@ class _Slot:
         if code == EXIT_SANDBOX_FAILED:
             raise WorkerStartError(reason or tr("the sandbox failed during grading"))
         return Outcome(Status.FAILED, reason or tr("the grading process died"), seconds)
+
+    def _wait_for(self, pid: int, seconds: float) -> str:
+        """How our grading child `pid` ended: "exited" within `seconds`, "timeout", or "cancelled" by the batch.
+
+        A job line that comes meanwhile is kept as the next job; once the batch closed its end, only the time counts.
+        """
+        deadline = time.monotonic() + seconds
+        while True:
+            listening = self._pending is None and not self._jobs.closed
+            if listening and (self._jobs.waiting() or select.select([self._jobs], [], [], 0)[0]):
+                found = json.loads(self._jobs.readline() or "{}")
+                if found.get("cancel"):
+                    return "cancelled"
+                if found:
+                    self._pending = Job.from_json(found)
+                continue
+            left = deadline - time.monotonic()
+            if exits_within(pid, max(0.0, min(left, CANCEL_POLL_S) if listening else left)):
+                return "exited"
+            if time.monotonic() >= deadline:
+                return "timeout"
 
     def _child_session(self, job: Job, loaded: Submission, client: Client, error_file: Path) -> GradingSession:
         """In the forked child: open the grading session the collected tests will use."""
@@ -279,22 +310,6 @@ def _warm_up() -> None:
         for exercise in EXERCISES:
             with contextlib.suppress(ImportError):
                 importlib.import_module(f"solutions.{exercise.id}")
-
-
-def _exits_within(pid: int, seconds: float) -> bool:
-    """Whether our child `pid` ends within `seconds` (left unreaped): a pidfd where the kernel has them (Linux)."""
-    if hasattr(os, "pidfd_open"):
-        pidfd = os.pidfd_open(pid)
-        try:
-            return bool(select.select([pidfd], [], [], seconds)[0])
-        finally:
-            os.close(pidfd)
-    deadline = time.monotonic() + seconds
-    while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 if __name__ == "__main__":

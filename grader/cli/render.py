@@ -15,10 +15,11 @@ from rich.text import Text
 from grader.curriculum import BY_ID
 from grader.grade import markers
 from grader.grade.reports import GradeReport
+from grader.grade.results import ExerciseStatus
 from grader.grade.scoring import TestResult
 from grader.intake.submission import Submission
 from grader.lang import listed, tr
-from grader.student.next_step import start_here
+from grader.student.next_step import NextStep, next_step, say_next
 from grader.text import clean
 
 if TYPE_CHECKING:
@@ -119,9 +120,10 @@ def say(console: Console, markup: str, *, indent: int = 0) -> None:
 
 
 def render(report: GradeReport, console: Console, *, verbose: bool = False, files: Submission | None = None,
-           warnings_to: Console | None = None) -> None:
-    """The score table, then each failing test with its message (every test when `verbose`); the report's warnings
-    first, on stderr unless `warnings_to` says where (a feedback file keeps them with the rest)."""
+           warnings_to: Console | None = None, step: NextStep | None = None, watching: bool = False) -> None:
+    """The score table, then each failing test with its message (every test when `verbose`), then the next step
+    (`step`, else the report's own); the report's warnings first, on stderr unless `warnings_to` says where (a
+    feedback file keeps them with the rest). `watching`: for `grader watch`, which checks the next save itself."""
     warn = warnings_to or Console(stderr=True, highlight=False, no_color=console.no_color, emoji=False)
     marks = marks_for(console)
     for warning in report.warnings:
@@ -145,6 +147,7 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False, file
     total = f"[bold]{points(report.score)}/{points(report.max_score)}[/]"
     table.add_row("[bold]" + tr("Total") + "[/]", "", total, f"{report.percent:.0f}%", "")
     console.print(table)
+    # A stub's tests all say "not implemented yet": the next step's one line says it for them.
     unwritten = [e.id for e in report.exercises if e.status == "not started" and not e.blocked_by and not verbose]
     for exercise in report.exercises:
         shown = [t for t in exercise.tests
@@ -175,8 +178,14 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False, file
                         else tr("and {count} more tests fail the same way: {names}", count=len(same),
                                 names=escape(shown_names)))
                 say(console, f"[dim]{more}[/]", indent=4)
-    if unwritten:
-        say(console, f"[dim]{marks.todo} {escape(clean(start_here(unwritten, files), newlines=False))}[/]")
+    step = step or next_step(report.exercises)
+    line = escape(clean(say_next(step, files, watching=watching), newlines=False))
+    if step.exercise is None and not step.unseen:
+        say(console, f"[green]{marks.passed} {line}[/]")
+    elif step.status == ExerciseStatus.NOT_STARTED:
+        say(console, f"[dim]{marks.todo} {line}[/]")
+    else:
+        say(console, f"{marks.todo} {line}")
     console.print("[dim]" + tr("Graded in {seconds} s, torch {torch}, sandbox: {sandbox}.",
                                seconds=round(report.duration_s, 1), torch=report.torch, sandbox=report.sandbox) + "[/]")
 

@@ -38,6 +38,7 @@ class Checked:
     report: GradeReport | None
     problem: str = ""
     refused: bool = False  # the submission could not be read: the student's to fix, like exit 2
+    cancelled: bool = False  # stopped for a newer save: nothing to show
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,10 @@ class WarmChecker:
         self._slot = Slot(device, self._stage)  # starts warming up now, while the student reads
 
     def check(self, submission: Path, exercises: Sequence[str], *,
-              on_first_failure: Callable[[FirstFailure], None] | None = None) -> Checked:
-        """`grader check EXERCISES... --submission SUBMISSION`, in a child of the warm slot."""
+              on_first_failure: Callable[[FirstFailure], None] | None = None,
+              cancel_if: Callable[[], bool] | None = None) -> Checked:
+        """`grader check EXERCISES... --submission SUBMISSION`, in a child of the warm slot; stopped (its child and
+        worker killed, as at the time budget) as soon as `cancel_if()`, asked every 50 ms, says so."""
         selection = select(list(exercises), self._suite)
         report, failures = self._work / "report.json", self._work / "failures.jsonl"
         for stale in (report, failures):
@@ -85,7 +88,13 @@ class WarmChecker:
                 shown.append(FirstFailure(str(found.get("test", "")), str(found.get("message", ""))))
                 on_first_failure(shown[0])
 
-        outcome = self._slot.grade(job, timeout_s=self._budget_s + SLOT_MARGIN_S, on_wait=first_failure)
+        def waiting() -> bool:
+            first_failure()
+            return cancel_if is not None and cancel_if()
+
+        outcome = self._slot.grade(job, timeout_s=self._budget_s + SLOT_MARGIN_S, on_wait=waiting)
+        if outcome.status == Status.CANCELLED:
+            return Checked(None, cancelled=True)
         if outcome.status == Status.GRADED and report.is_file():
             return Checked(GradeReport.from_json_file(report))
         if outcome.status == Status.REFUSED:

@@ -1,8 +1,11 @@
 """`watch` reruns `grader check` whenever a file of the submission is saved.
 
-Each check grades the exercise being worked on (the one named, else the first without full marks), the exercise
-of every file saved, and the exercises built on those that were checked before: a save that breaks a finished
-exercise shows at once, and `grader list` keeps the latest result of each.
+The first check grades the exercise named, else every exercise: an exercise this session has not graded is
+unknown, never done, whatever an earlier run said. Each later check grades the exercise being worked on (the one
+named, else the next step: the first unfinished exercise, `next_step`), the exercise of every file saved, and the
+exercises built on those that this session graded: a save that breaks a finished exercise shows at once, and
+`grader list` keeps the latest result of each. A save while a check runs stops it (its child and worker killed as at
+its time budget) and checks the newest files at once; each failure is printed once, with the table.
 
 Saves are found by polling the files' modification times and sizes: no dependency, and it works
 on every file system, editors that replace files included. Every check runs in one process kept
@@ -16,19 +19,24 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 
-from rich.console import Console
+from rich.console import Console, Group
+from rich.live import Live
 from rich.markup import escape
+from rich.padding import Padding
+from rich.text import Text
 
 from grader.curriculum import BY_ID, EXERCISES, prerequisites
-from grader.grade.scoring import ExerciseStatus
+from grader.grade.results import ExerciseResult, ExerciseStatus
 from grader.host import portable
 from grader.intake.submission import exercise_folder
 from grader.lang import tr
 from grader.student import state
 from grader.student.cold import ColdChecker
-from grader.student.next_step import next_exercise
+from grader.student.next_step import next_step
 from grader.student.warm import FirstFailure, WarmChecker
 from grader.text import clean
 
@@ -56,6 +64,10 @@ def snapshot(submission: Path) -> Snapshot:
     return files
 
 
+def _saved_since(submission: Path, before: Snapshot) -> bool:
+    return snapshot(submission) != before
+
+
 def changed(before: Snapshot, after: Snapshot) -> list[str]:
     return sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
 
@@ -63,44 +75,54 @@ def changed(before: Snapshot, after: Snapshot) -> list[str]:
 def wait_for_save(submission: Path, before: Snapshot, *, poll_s: float = POLL_S) -> tuple[Snapshot, list[str]]:
     while True:
         time.sleep(poll_s)
-        now = snapshot(submission)
-        if now == before:
-            continue
-        while True:
-            time.sleep(SETTLE_S)
-            later = snapshot(submission)
-            if later == now:
-                return now, changed(before, now)
-            now = later
+        if snapshot(submission) != before:
+            return settled(submission, before)
+
+
+def settled(submission: Path, before: Snapshot) -> tuple[Snapshot, list[str]]:
+    """The files once they hold still, and those changed since `before`."""
+    now = snapshot(submission)
+    while True:
+        time.sleep(SETTLE_S)
+        later = snapshot(submission)
+        if later == now:
+            return now, changed(before, now)
+        now = later
 
 
 def watch(submission: Path, exercise: str | None, *, console: Console, quick: bool = True,
           poll_s: float = POLL_S, max_runs: int | None = None) -> int:
-    """Check once, then again after every save, until Ctrl-C (exit 0); every check in one warm process."""
+    """Check once, then again after every save, until Ctrl-C (exit 0); every check in one warm process.
+
+    Without `exercise`, the first check grades every exercise: what this session has not graded is unknown, and the
+    next step (the first unfinished exercise) is the same in every line. A save during a check stops it and checks
+    the newest files instead.
+    """
     runs = 0
     saved: list[str] = []
+    known: dict[str, ExerciseResult] = {}  # each exercise's latest result in this session
     checker: WarmChecker | ColdChecker = ColdChecker(quick=quick) if portable.wanted() else WarmChecker(quick=quick)
     try:
         while True:
-            target = exercise or next_exercise(submission, saved=saved)
-            targets = to_check(submission, target, saved)
+            targets = to_check(exercise or next_step(known.values()).exercise, saved, known)
             if console.is_terminal:
                 console.clear()
             because = " · " + tr("saved {files}", files=", ".join(saved)) if saved else ""  # names the student chose
-            console.rule(f"[bold]grader check {' '.join(targets)}[/]{escape(clean(because, newlines=False))}",
-                         align="left")
+            command = " ".join(["grader check", *(targets if len(targets) < len(EXERCISES) else [])])
+            console.rule(f"[bold]{command}[/]{escape(clean(because, newlines=False))}", align="left")
             before = snapshot(submission)
-            _check(checker, submission, targets, console, quick=quick)
+            if not _check(checker, submission, targets, console, quick=quick, known=known,
+                          cancel_if=partial(_saved_since, submission, before)):
+                _, saved = settled(submission, before)  # the check was stopped for this save
+                continue
             runs += 1
-            if exercise is None:
-                _say_what_next(submission, target, console)
             if max_runs is not None and runs >= max_runs:
                 return 0
             where = escape(clean(str(submission), newlines=False))
             console.print("[dim]" + tr("Watching {submission} for saves · Ctrl-C to stop", submission=where) + "[/]")
             after = snapshot(submission)
             if after != before:
-                saved = changed(before, after)  # saved while the check ran: check again at once
+                saved = changed(before, after)  # saved as the check ended: check again at once
                 continue
             _, saved = wait_for_save(submission, after, poll_s=poll_s)
     except KeyboardInterrupt:
@@ -110,15 +132,22 @@ def watch(submission: Path, exercise: str | None, *, console: Console, quick: bo
         checker.close()
 
 
-def to_check(submission: Path, current: str, saved: list[str]) -> list[str]:
+def to_check(current: str | None, saved: list[str], known: Mapping[str, ExerciseResult]) -> list[str]:
     """`current`, the exercise of each file saved (`attention.py`, `exercises/attention.py`, `01-attention.ipynb`),
-    and the exercises built on those that were checked before (and are in the submission), in curriculum order."""
+    and the exercises built on those that this session graded (and are in the submission, and started or blocked), in
+    curriculum order; every exercise when that is none (the session's first check)."""
     touched = {found for found in (_exercise_of(name) for name in saved) if found is not None}
-    checked = state.last_results(submission)
-    built_on = {e.id for e in EXERCISES if e.id in checked and checked[e.id].status != ExerciseStatus.NOT_SUBMITTED
+    built_on = {e.id for e in EXERCISES if e.id in known and _may_change(known[e.id])
                 and touched.intersection(prerequisites(e.id))}
-    wanted = {current, *touched, *built_on}
-    return [e.id for e in EXERCISES if e.id in wanted]
+    wanted = {current, *touched, *built_on} - {None}
+    return [e.id for e in EXERCISES if e.id in wanted] or [e.id for e in EXERCISES]
+
+
+def _may_change(result: ExerciseResult) -> bool:
+    """Whether a save of a file it builds on can change `result`: not for a stub, nor for a file not submitted."""
+    if result.status == ExerciseStatus.NOT_SUBMITTED:
+        return False
+    return result.status != ExerciseStatus.NOT_STARTED or bool(result.blocked_by)
 
 
 def _exercise_of(name: str) -> str | None:
@@ -127,52 +156,39 @@ def _exercise_of(name: str) -> str | None:
 
 
 def _check(checker: WarmChecker | ColdChecker, submission: Path, exercises: list[str], console: Console, *,
-           quick: bool) -> None:
-    """One check, shown as `grader check` shows it: the first failure as soon as it is known, then the table."""
-    from grader.cli.render import marks_for, render, say
+           quick: bool, known: dict[str, ExerciseResult], cancel_if: Callable[[], bool]) -> bool:
+    """One check, shown as `grader check` shows it, its results added to `known`, with the next step they leave;
+    False when `cancel_if()` stopped it. In a terminal, the first failure shows as soon as it is known, until the
+    table and every failure replace it."""
+    from grader.cli.render import render
     from grader.intake.submission import SubmissionInputError, load
 
-    def first(failure: FirstFailure) -> None:
-        name = escape(clean(failure.test.split("::")[-1], newlines=False))
-        say(console, f"[red]{marks_for(console).failed}[/] [bold]{name}[/] [dim]"
-                     + tr("(first failure; the table follows)") + "[/]")
-        for line in clean(failure.message).splitlines():
-            say(console, escape(line), indent=4)
-
-    checked = checker.check(submission, exercises, on_first_failure=first)
+    with Live(console=console, transient=True, auto_refresh=False, redirect_stdout=False,
+              redirect_stderr=False) as live:
+        checked = checker.check(submission, exercises, cancel_if=cancel_if,
+                                on_first_failure=partial(_show_first, live) if console.is_terminal else None)
+    if checked.cancelled:
+        return False
     if checked.report is None:
         kind = tr("grader: error:") if checked.refused else tr("grader: the grader itself failed:")
         console.print(f"[red]{kind}[/] {escape(clean(checked.problem))}", soft_wrap=True)
-        return
+        return True
     if not state.record_report(checked.report, submission, quick=quick):
         console.print(f"[dim]{escape(state.unsaved())}[/]")
+    known.update((result.id, result) for result in checked.report.exercises)
     try:
         files = load(submission)
     except (SubmissionInputError, OSError):
         files = None
-    render(checked.report, console, files=files)
+    render(checked.report, console, files=files, step=next_step(known.values()), watching=True)
+    return True
 
 
-def _say_what_next(submission: Path, checked: str, console: Console) -> None:
+def _show_first(live: Live, failure: FirstFailure) -> None:
     from grader.cli.render import marks_for
 
-    result = state.last_results(submission).get(checked)
-    if result is None or not result.full_marks:
-        if result is not None and result.status == ExerciseStatus.SLOW_TESTS_SKIPPED:
-            passes = "[yellow]" + tr("{exercise} passes its quick tests", exercise=checked) + "[/]"
-            console.print(tr("{passes}: `grader check {exercise}` runs the slow ones too.", passes=passes,
-                             exercise=checked))
-        return
-    following = next_exercise(submission, saved=[])
-    if following != checked:
-        where = escape(clean(_file_of(submission, BY_ID[following].file), newlines=False))
-        done = f"[green]{marks_for(console).passed} " + tr("{exercise} is done.", exercise=checked) + "[/]"
-        console.print(tr("{done} Next: {exercise}, in {file}; the next save checks it (`grader hint {exercise}` if "
-                         "you are stuck).", done=done, exercise=following, file=where))
-
-
-def _file_of(submission: Path, filename: str) -> str:
-    """Where the student edits `filename`: in the folder that holds the exercise files, or in the zip."""
-    if submission.is_file():
-        return tr("{file} in {archive}", file=filename, archive=str(submission))
-    return str(exercise_folder(submission) / filename)
+    name = escape(clean(failure.test.split("::")[-1], newlines=False))
+    head = Text.from_markup(f"[red]{marks_for(live.console).failed}[/] [bold]{name}[/] [dim]"
+                            + tr("(first failure; the table follows)") + "[/]")
+    message = Padding(Text(clean(failure.message)), (0, 0, 0, 4))
+    live.update(Group(head, message), refresh=True)

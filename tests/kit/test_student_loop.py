@@ -292,31 +292,45 @@ def test_watch_checks_again_after_a_save_and_stops_cleanly_on_ctrl_c(grader_env,
     assert "Traceback" not in rest + stderr and "Stopped watching." in rest, f"{rest}\n{stderr}"
 
 
-def test_watch_without_an_exercise_checks_the_first_one_without_full_marks(grader_cli, tmp_path: Path):
-    submission_with(tmp_path, attention=REPO / "solutions" / "attention.py")
-    check = grader_cli.run("check", "attention", "--quick", cwd=tmp_path)
-    assert check.returncode == 0, check.describe()
+def test_watch_without_an_exercise_grades_every_exercise_first_whatever_an_earlier_run_said(grader_cli,
+                                                                                           tmp_path: Path):
+    """An earlier run left attention done, but attention.py is a stub again: what this watch has not graded is
+    unknown, so its first check grades every exercise, and its one next step is attention."""
+    import torch
+    from conftest import state_for
+
+    from grader.grade.reports import GradeReport
+    from grader.grade.scoring import score
+    from grader.student import state
+
+    submission = submission_with(tmp_path)
+    tests = [{"nodeid": "tests/public/test_attention.py::test_it", "outcome": "passed",
+              "metadata": {"exercise": "attention", "points": 1, "message": ""}}]
+    earlier = GradeReport(str(submission), "public", "cpu", 1.0, torch.__version__,
+                          tuple(score({"tests": tests}, ["attention"], frozenset())))
+    assert state.record_report(earlier, submission, quick=True, folder=state_for(tmp_path))
     run = grader_cli.run("watch", "--max-runs", "1", cwd=tmp_path)
     assert run.returncode == 0, run.describe()
-    assert "grader check masking" in run.stdout, f"attention has full marks, so masking is next:\n{run.stdout}"
+    assert "grader check masking" not in run.stdout and re.search(r"transformer\s.*0/15", run.stdout), run.stdout
+    assert "9 exercises not implemented yet: start with attention" in run.stdout, run.stdout
 
 
 def test_watch_regrades_a_finished_exercise_whose_file_is_saved_broken(grader_cli, grader_env, tmp_path: Path):
     """attention is done, so the watch works on masking; a save that breaks attention.py regrades attention too
-    (and masking, the current one), and `grader list` then shows attention failing, not done."""
+    (and masking, the current one; not the stubs built on attention), the one next step is attention again, and
+    `grader list` then shows attention failing, not done."""
     submission = submission_with(tmp_path, attention=REPO / "solutions" / "attention.py")
     env = {**grader_env, "GRADER_STATE_DIR": str(tmp_path / "state")}
-    check = grader_cli.run("check", "attention", "--quick", "--submission", str(submission), cwd=tmp_path, env=env)
-    assert check.returncode == 0, check.describe()
     watcher = Watcher("--submission", str(submission), cwd=tmp_path, env=env)
     try:
         first = watcher.wait_for("Watching")
-        assert "grader check masking" in first, first
+        assert "start with masking" in first and re.search(r"attention\s.*done", first), first
         broken = (REPO / "solutions" / "attention.py").read_text().replace("softmax(dim=-1)", "softmax(dim=-2)")
         (submission / "attention.py").write_text(broken)
         second = watcher.wait_for("Watching", count=2).split("Watching")[1]
         assert "grader check attention masking" in second and "saved attention.py" in second, second
         assert re.search(r"attention\s.*failing", second), f"the broken save was not graded:\n{second}"
+        assert "Next: fix attention" in second and "start with" not in second, f"one next step:\n{second}"
     finally:
         watcher.stop()
     listed = grader_cli.run("list", "--submission", str(submission), cwd=tmp_path, env=env)
@@ -324,11 +338,12 @@ def test_watch_regrades_a_finished_exercise_whose_file_is_saved_broken(grader_cl
 
 
 def _graded_part(output: str) -> list[str]:
-    """What `grader check` shows of a grade, from the table to the timing line (not included)."""
+    """What `grader check` shows of a grade, from the table to the next step (not included: it names the folder,
+    and a watch knows what it graded before)."""
     lines = output.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("┏"))  # the title above names the folder
     end = next(i for i in range(start, len(lines)) if lines[i].startswith("Graded in"))
-    return [line.rstrip() for line in lines[start:end]]
+    return [line.rstrip() for line in lines[start:end - 1]]
 
 
 def test_watch_grades_every_save_as_a_cold_check_would_and_leaves_nothing_behind(grader_cli, grader_env,
@@ -368,7 +383,8 @@ def test_watch_grades_every_save_as_a_cold_check_would_and_leaves_nothing_behind
     assert len(checks) == 4, checks
     for (name, _), warm_output, cold_output in zip(versions, checks, cold, strict=True):
         assert _graded_part(warm_output) == cold_output, f"{name}: the watch showed\n{warm_output}\ncold: {cold_output}"
-    assert "first failure" in checks[0], "the first failure comes before the table"
+    failures = [line for line in checks[0].splitlines() if line.startswith("✘")]
+    assert failures and len(failures) == len(set(failures)), f"each failure once:\n{checks[0]}"
     time.sleep(1.0)
     alive = [pid for pid in started if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
     assert not alive, f"processes the watch started outlived it: {alive}"
@@ -438,24 +454,25 @@ def _reference_locals(exercise_id: str, path: str, diagnosis) -> list[dict[str, 
     return caught
 
 
-def test_a_save_regrades_what_builds_on_it_only_where_it_was_checked_and_submitted(tmp_path: Path, monkeypatch):
-    """After a save of attention: attention, the current exercise, and what builds on attention that was checked
-    before; not what is not in the submission (a single notebook's other exercises) nor what was never checked."""
-    import torch
-
-    from grader.grade.reports import GradeReport
-    from grader.grade.scoring import score
-    from grader.student import state
+def test_a_save_regrades_what_builds_on_it_only_where_it_was_graded_submitted_and_started(tmp_path: Path):
+    """After a save of attention: attention, the current exercise, and what builds on attention that this watch
+    graded; not what is not in the submission (a single notebook's other exercises), nor a stub (a save of another
+    file cannot start it), nor what was never graded; every exercise at the session's first check."""
+    from grader.grade.results import ExerciseResult, TestOutcome, TestResult
     from grader.student.watch import to_check
 
-    monkeypatch.setenv("GRADER_STATE_DIR", str(tmp_path / "state"))
-    tests = [{"nodeid": f"tests/public/test_{e}.py::test_it", "outcome": "passed",
-              "metadata": {"exercise": e, "points": 1, "message": ""}} for e in ("attention", "multi_head_attention")]
-    submission = tmp_path / "submission"
-    for missing, expected in ((frozenset(), ["attention", "masking", "multi_head_attention"]),
-                              (frozenset({"multi_head_attention.py"}), ["attention", "masking"])):
-        exercises = tuple(score({"tests": tests}, ["attention", "multi_head_attention"], missing))
-        report = GradeReport(str(submission), "public", "cpu", 1.0, torch.__version__, exercises)
-        assert state.record_report(report, submission, quick=True)
-        assert to_check(submission, "masking", ["01-attention.ipynb"]) == expected
-    assert to_check(submission, "masking", []) == ["masking"]
+    def result(exercise: str, outcome: TestOutcome, *, absent: str = "",
+               causes: tuple[str, ...] = ()) -> ExerciseResult:
+        test = TestResult(f"test_{exercise}.py::test_it", outcome, 1.0 if outcome == "passed" else 0.0, 1.0, "",
+                          causes=causes)
+        return ExerciseResult(exercise, test.points, 1.0, () if absent else (test,), absent=absent)
+
+    done, failing = TestOutcome.PASSED, TestOutcome.FAILED
+    known = {"attention": result("attention", done), "multi_head_attention": result("multi_head_attention", failing)}
+    assert to_check("masking", ["01-attention.ipynb"], known) == ["attention", "masking", "multi_head_attention"]
+    known["multi_head_attention"] = result("multi_head_attention", failing, absent="not in this submission")
+    assert to_check("masking", ["attention.py"], known) == ["attention", "masking"]
+    known["multi_head_attention"] = result("multi_head_attention", failing, causes=("unwritten",))
+    assert to_check("masking", ["attention.py"], known) == ["attention", "masking"]
+    assert to_check("masking", [], known) == ["masking"]
+    assert to_check(None, [], {}) == list(EXERCISE_IDS)
