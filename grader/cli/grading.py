@@ -57,7 +57,8 @@ def check_command(args: argparse.Namespace, console: Console) -> int:
         die(tr("cannot write the report: {error}", error=error))
     render(report, console, verbose=args.verbose, files=session.submission)
     if args.fail_under is not None and report.percent < args.fail_under:
-        console.print(f"[red]Score {report.percent:.1f}% is under --fail-under {args.fail_under:g}%.[/]")
+        console.print("[red]" + tr("Score {percent}% is under --fail-under {bound}%.", percent=report.percent_shown,
+                                   bound=f"{args.fail_under:g}") + "[/]")
         return EXIT_FAIL_UNDER
     return EXIT_OK
 

@@ -14,6 +14,7 @@ from rich.table import Table
 from grader.cli.parse import EXIT_FAIL_UNDER, EXIT_OK, default_submission, die, existing_submission
 from grader.cli.render import marks_for, points, status_style
 from grader.curriculum import BY_ID, EXERCISES
+from grader.grade.reports import shown_percent
 from grader.grade.selection import hidden_installed, kit_root
 from grader.host import reach
 from grader.host.tiers import IsolationRefused
@@ -46,7 +47,7 @@ def list_command(args: argparse.Namespace, console: Console) -> int:
     console.print(table)
     earned = sum(result.score for result in results.values())
     total = sum(exercise.points for exercise in EXERCISES)
-    percent = f"{100 * earned / total:.0f}"
+    percent = shown_percent(earned, total)
     progress = Table.grid(padding=(0, 1))
     progress.add_row(tr("Progress"), ProgressBar(total=total, completed=earned, width=40),
                      tr("{earned}/{total} points ({percent}%)", earned=points(earned), total=points(total),

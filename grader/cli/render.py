@@ -145,7 +145,7 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False, file
                       escape(", ".join(exercise.files)))
     table.add_section()
     total = f"[bold]{points(report.score)}/{points(report.max_score)}[/]"
-    table.add_row("[bold]" + tr("Total") + "[/]", "", total, f"{report.percent:.0f}%", "")
+    table.add_row("[bold]" + tr("Total") + "[/]", "", total, f"{report.percent_shown}%", "")
     console.print(table)
     # A stub's tests all say "not implemented yet": the next step's one line says it for them.
     unwritten = [e.id for e in report.exercises if e.status == "not started" and not e.blocked_by and not verbose]

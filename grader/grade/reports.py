@@ -6,6 +6,7 @@ import ast
 import contextlib
 import functools
 import json
+import math
 import os
 import tempfile
 import textwrap
@@ -55,6 +56,10 @@ class GradeReport:
     @property
     def percent(self) -> float:
         return 100.0 * self.score / self.max_score if self.max_score else 0.0
+
+    @property
+    def percent_shown(self) -> str:
+        return shown_percent(self.score, self.max_score)
 
     def to_json(self) -> dict[str, Any]:
         """The contract's report (section 4), plus extra keys `sandbox`, `warnings`, `time_budget_s`,
@@ -296,3 +301,16 @@ def atomic_path(path: Path, suffix: str) -> Iterator[Path]:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def shown_percent(earned: float, total: float) -> str:
+    """`earned` of `total` as a whole percentage a reader cannot misread: 100 only for full marks, 0 only for none
+    (99.74 of 100 is ">99", not "100" beside a failing test; 0.3 is "<1")."""
+    percent = 100.0 * earned / total if total else 0.0
+    if percent >= 100.0 or percent <= 0.0:
+        return f"{min(max(percent, 0.0), 100.0):.0f}"
+    if percent > 99.0:
+        return ">99"
+    if percent < 1.0:
+        return "<1"
+    return f"{math.floor(percent)}"
