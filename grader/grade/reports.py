@@ -304,13 +304,14 @@ def atomic_path(path: Path, suffix: str) -> Iterator[Path]:
 
 
 def shown_percent(earned: float, total: float) -> str:
-    """`earned` of `total` as a whole percentage a reader cannot misread: 100 only for full marks, 0 only for none
-    (99.74 of 100 is ">99", not "100" beside a failing test; 0.3 is "<1")."""
+    """`earned` of `total` as a percentage a reader cannot misread: 100 only for full marks, 0 only for none, whole
+    numbers rounded down but near either end, where one decimal keeps them off it (99.74 of 100 is "99.7", not "100"
+    beside a failing test; 0.04 is "0.1")."""
     percent = 100.0 * earned / total if total else 0.0
     if percent >= 100.0 or percent <= 0.0:
         return f"{min(max(percent, 0.0), 100.0):.0f}"
     if percent > 99.0:
-        return ">99"
+        return f"{min(math.floor(percent * 10) / 10, 99.9):.1f}"
     if percent < 1.0:
-        return "<1"
+        return f"{max(math.ceil(percent * 10) / 10, 0.1):.1f}"
     return f"{math.floor(percent)}"

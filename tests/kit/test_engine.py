@@ -271,15 +271,16 @@ def test_an_unfinished_prerequisite_file_is_blamed_for_its_not_implemented_error
 
 
 def test_a_percentage_shows_100_only_for_full_marks_and_0_only_for_none():
-    """99.74 of 100 beside a failing test is never "100%" (issue 47): the table's total, `grader list` and
+    """99.74 of 100 beside a failing test is never "100%" (issue 47), but 99.7%: the table's total, `grader list` and
     --fail-under's message all show shown_percent."""
     from grader.grade.reports import shown_percent
 
-    shown = {earned: shown_percent(earned, 100) for earned in (0, 0.3, 1, 45.6, 99, 99.74, 100)}
-    assert shown == {0: "0", 0.3: "<1", 1: "1", 45.6: "45", 99: "99", 99.74: ">99", 100: "100"}
+    shown = {earned: shown_percent(earned, 100) for earned in (0, 0.04, 0.3, 1, 45.6, 99, 99.74, 99.999, 100)}
+    assert shown == {0: "0", 0.04: "0.1", 0.3: "0.3", 1: "1", 45.6: "45", 99: "99", 99.74: "99.7", 99.999: "99.9",
+                     100: "100"}
     report = fake_pytest_report(*[("public", f"t{n}", "passed", 1) for n in range(383)], ("public", "x", "failed", 1))
     grade = GradeReport("sub", "public", "cpu", 1.0, torch.__version__, tuple(score(report, ["attention"])))
-    assert 99 < grade.percent < 100 and grade.percent_shown == ">99"
+    assert 99 < grade.percent < 100 and grade.percent_shown == "99.5"
 
 
 def test_reports_are_written_atomically_and_gradescope_hides_hidden_tests(tmp_path):
