@@ -39,6 +39,7 @@ class TestMetadata(TypedDict, total=False):
     exercise: str
     points: float
     suite: str
+    contract_names: list[str]  # what the test calls the submission's code by (`grader.judge.reach.tested_names`)
     confirmed_by: list[str]
     hint_after: list[str]
     hint_measured: bool

@@ -29,6 +29,7 @@ from grader.host.failures import Budget
 from grader.host.limits import Limits, WorkerStartError
 from grader.host.session import GradingSession
 from grader.judge.plugin import PreparedSession
+from grader.judge.reach import used_names
 from grader.lang import tr
 
 
@@ -132,8 +133,8 @@ def collect_then_fork(selection: Selection, fork: Callable[[], GradingSession | 
         feed.prerequisites = selection.prerequisites
     sink = io.StringIO()
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), _no_plugin_autoload():
-        plugins = [json_report, prepared, _ForkAfterCollection(fork, prepared), _Evidence(selection.prerequisites),
-                   *([feed] if feed else [])]
+        plugins = [json_report, prepared, _ForkAfterCollection(fork, prepared, feed),
+                   _Evidence(selection.prerequisites), *([feed] if feed else [])]
         pytest.main(_arguments(selection, quick), plugins=plugins)
     if prepared.session is None:
         return None
@@ -144,15 +145,19 @@ def collect_then_fork(selection: Selection, fork: Callable[[], GradingSession | 
 
 
 class _ForkAfterCollection:
-    def __init__(self, fork: Callable[[], GradingSession | None], prepared: PreparedSession) -> None:
+    def __init__(self, fork: Callable[[], GradingSession | None], prepared: PreparedSession,
+                 feed: FailureFeed | None = None) -> None:
         self._fork = fork
         self._prepared = prepared
+        self._feed = feed
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
         self._prepared.session = self._fork()
         if self._prepared.session is not None:  # the child: its budget, if the job set one on the connection
             self._prepared.budget = self._prepared.session.connection.budget
+            if self._feed is not None:
+                self._feed.uses = used_names(self._prepared.session.submission.files)
         # In a child, pytest's own loop now runs the tests; in the parent, nothing is left to run.
         return None if self._prepared.session is not None else True
 
@@ -161,25 +166,33 @@ class FailureFeed:
     """Appends each failed test's feedback to `path` as it happens, one JSON line each: for `grader watch`,
     which shows the first failure before the whole exercise has run. `path` is set in the forked child.
 
-    Not fed: the failures of `prerequisites` (the selection's, run unreported), and those of an exercise one of
-    whose prerequisites failed before: scoring rewrites these as "blocked by", and their hints may blame code
-    that is right."""
+    Not fed: the failures of `prerequisites` (the selection's, run unreported), and those of an exercise already
+    blocked, on scoring's evidence, by a prerequisite that failed before: a failed test of the prerequisite's names
+    that the exercise's code uses (`uses`, `scoring.ties`), or a test stopped in the prerequisite's unwritten code.
+    Scoring rewrites these as "blocked by", and their hints may blame code that is right."""
 
     def __init__(self) -> None:
         self.path: Path | None = None
         self.prerequisites: tuple[str, ...] = ()
-        self._failed: set[str] = set()
+        self.uses: dict[str, frozenset[str]] = {}  # set in the child, from its submission (`reach.used_names`)
+        self._failed: dict[str, list[tuple[str, ...]]] = {}  # exercise -> what each of its failed tests exercises
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.path is None or not report.failed:
             return
+        metadata = getattr(report, "_json_report_extra", {}).get("metadata", {})
         exercise = exercise_of_test_file(Path(report.nodeid.split("::")[0]).name)
         if exercise is not None:
-            blocked = exercise in self.prerequisites or self._failed.intersection(prerequisites(exercise))
-            self._failed.add(exercise)
+            used = self.uses.get(exercise, frozenset())
+            causes = metadata.get("causes") or ()
+            blocked = exercise in self.prerequisites or any(
+                f"blocked:{need}" in causes or any(scoring.ties(names, need, used) for names in self._failed[need])
+                for need in prerequisites(exercise) if need in self._failed)
+            if metadata.get("points", 1.0) > 0:
+                self._failed.setdefault(exercise, []).append(tuple(metadata.get("contract_names") or ()))
             if blocked:
                 return
-        message = getattr(report, "_json_report_extra", {}).get("metadata", {}).get("message", "")
+        message = metadata.get("message", "")
         with contextlib.suppress(OSError), self.path.open("a", encoding="utf-8") as feed:
             feed.write(json.dumps({"test": report.nodeid, "message": message}) + "\n")
 
@@ -225,7 +238,7 @@ def _report(json_report: JSONReport, session: GradingSession, selection: Selecti
         # No score from a run whose sandbox broke: the caller fails (exit 3) or grades it again.
         raise WorkerStartError(f"the sandbox failed twice: {session.connection.sandbox_failure}")
     exercises = scoring.score(json_report.report, list(selection.exercises), session.submission.missing,
-                              prerequisites_run=selection.prerequisites)
+                              prerequisites_run=selection.prerequisites, uses=used_names(session.submission.files))
     warnings = [tr("submission: {note}", note=note) for note in session.submission.notes]
     tier = session.tier
     if tier != "bubblewrap":

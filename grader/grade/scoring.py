@@ -14,7 +14,7 @@ here in the trusted process) ran and passed too.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -48,21 +48,26 @@ class _Raw:
     hint_measured: bool = False
     diagnosed: tuple[str, ...] = ()
     causes: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()  # the contract names the test calls the submission's code by
 
 
 def score(json_report: PytestJsonReport, exercise_ids: list[str], missing: frozenset[str] = frozenset(), *,
-          prerequisites_run: Sequence[str] = ()) -> list[ExerciseResult]:
+          prerequisites_run: Sequence[str] = (), uses: Mapping[str, frozenset[str]] | None = None
+          ) -> list[ExerciseResult]:
     """Exercises in curriculum order, from a pytest-json-report report of the graded suites; `missing`, the exercise
     files the submission does not hold (see `not_submitted`); `prerequisites_run`, exercises the graded ones build on
-    whose tests ran only as evidence for "blocked by" (`Selection.prerequisites`): they are not among the results."""
+    whose tests ran only as evidence for "blocked by" (`Selection.prerequisites`): they are not among the results;
+    `uses`, the contract names of other exercises each exercise's code uses (`grader.judge.reach.used_names`)."""
     tests = sorted(json_report.get("tests", []), key=_collected_order)  # the order run is not always that one
     raws = _hints_that_hold(_confirmed([_raw(test) for test in tests]))
+    tested = {raw.name: raw.names for raw in raws}
     broken = _broken_collections(json_report)
     results = []
     for exercise_id in [*exercise_ids, *(need for need in prerequisites_run if need not in exercise_ids)]:
         mine = [raw for raw in raws if raw.exercise == exercise_id]
         results.append(_exercise(exercise_id, mine, broken.get(exercise_id)))
-    return [result for result in _mark_blocked(not_submitted(results, missing)) if result.id in exercise_ids]
+    marked = _mark_blocked(not_submitted(results, missing), uses or {}, tested)
+    return [result for result in marked if result.id in exercise_ids]
 
 
 def not_submitted(results: list[ExerciseResult], missing: frozenset[str]) -> list[ExerciseResult]:
@@ -95,16 +100,22 @@ def _needs_missing(result: ExerciseResult, missing: frozenset[str]) -> str | Non
     return next((name for name in sorted(found) if name in missing), None)
 
 
-def _mark_blocked(results: list[ExerciseResult]) -> list[ExerciseResult]:
-    """Point failures at a prerequisite that fails its own tests in the same run, graded or run only for this: the
-    place to look first. The failures' hints guess at a cause in the exercise's own code; they give way to one that
-    says what the prerequisite fails."""
+def _mark_blocked(results: list[ExerciseResult], uses: Mapping[str, frozenset[str]],
+                  tested: Mapping[str, tuple[str, ...]]) -> list[ExerciseResult]:
+    """Point failures at a prerequisite that fails its own tests in the same run, graded or run only for this, where
+    the evidence ties them to it (`_evidence`): the place to look first. The failures' hints guess at a cause in the
+    exercise's own code; they give way to one that says what the prerequisite fails."""
     failing = {result.id: result for result in results if _fails(result)}
     marked = []
     for result in results:
-        blockers = tuple(need for need in prerequisites(result.id) if need in failing)
-        if not blockers or result.id not in failing or _not_started(result):
+        if result.id not in failing or _not_started(result):
             marked.append(result)  # an unwritten exercise is not blocked: writing it is the next step
+            continue
+        evidence = {need: _evidence(result, failing[need], uses.get(result.id, frozenset()), tested)
+                    for need in prerequisites(result.id) if need in failing}
+        blockers = tuple(need for need, found in evidence.items() if found)
+        if not blockers:
+            marked.append(result)
             continue
         if len(blockers) == 1:
             note = tr("blocked by {names}: it fails its own tests and {exercise} builds on it, so fix it first.",
@@ -113,7 +124,7 @@ def _mark_blocked(results: list[ExerciseResult]) -> list[ExerciseResult]:
             names = listed(blockers)
             note = tr("blocked by {names}: they fail their own tests and {exercise} builds on them, so fix them first.",
                       names=names, exercise=result.id)
-        pointer = hint_suffix(_what_fails(failing[blockers[0]]))  # the first in the curriculum fails on its own
+        pointer = hint_suffix(_what_fails(blockers[0], evidence[blockers[0]]))  # the first in the curriculum
         tests = tuple(
             replace(test, message=_blocked_message(note, test.message, pointer))
             if test.outcome.went_wrong and not test.stopped("blocked") else test
@@ -129,6 +140,26 @@ def _fails(result: ExerciseResult) -> bool:
             and any(test.outcome.went_wrong for test in result.tests))
 
 
+def _evidence(result: ExerciseResult, prerequisite: ExerciseResult, used: frozenset[str],
+              tested: Mapping[str, tuple[str, ...]]) -> list[TestResult]:
+    """The failing tests of `prerequisite` (those that count) that tie `result`'s failures to it: all of them where a
+    test of `result` stopped in the prerequisite's unwritten code; else those that exercise names of the prerequisite
+    that `result`'s code uses (`used`), and no other of its names (a test of causal_mask against create_look_ahead_mask
+    may fail for the one a MultiHeadAttention does not use). None where only the curriculum says it builds on it, for
+    the code may not (a MultiHeadAttention through F.scaled_dot_product_attention never calls attention())."""
+    wrong = [test for test in prerequisite.tests if test.outcome.went_wrong and test.max_points > 0]
+    if any(test.stopped(f"blocked:{prerequisite.id}") for test in result.tests):
+        return wrong
+    return [test for test in wrong if ties(tested.get(test.name, ()), prerequisite.id, used)]
+
+
+def ties(names: Sequence[str], prerequisite: str, used: frozenset[str]) -> bool:
+    """Whether a failing test of `prerequisite` that exercises `names` is evidence against code that uses `used`: it
+    exercises names of the prerequisite, all of them used."""
+    exercised = set(names).intersection(BY_ID[prerequisite].names)
+    return bool(exercised) and exercised <= used
+
+
 def _blocked_message(note: str, message: str, pointer: str) -> str:
     """`note`, then the failure's first line with its own hints replaced by `pointer`, then its other lines (a
     diagnosis, what the code printed)."""
@@ -136,16 +167,15 @@ def _blocked_message(note: str, message: str, pointer: str) -> str:
     return f"{note} {hint_pattern().sub('', first)}{pointer}{newline}{rest}"
 
 
-def _what_fails(prerequisite: ExerciseResult) -> str:
-    """What a failing prerequisite's own tests say: its known mistake where one was diagnosed, else its first
+def _what_fails(prerequisite: str, wrong: list[TestResult]) -> str:
+    """What a failing prerequisite's own tests `wrong` say: its known mistake where one was diagnosed, else its first
     failure (one that waits for no other test, where there is one)."""
-    wrong = [test for test in prerequisite.tests if test.outcome.went_wrong]
     own = [test for test in wrong if not test.stopped("waits")] or wrong
     first = next((test for test in own if diagnoses(test.message)), own[0])
     why = next(iter(diagnoses(first.message)), "") or hint_pattern().sub("", first.message.partition("\n")[0])
     if len(why) > 300:
         why = why[:300] + " [...]"
-    return tr("{prerequisite} fails its test {test}: {why}", prerequisite=prerequisite.id,
+    return tr("{prerequisite} fails its test {test}: {why}", prerequisite=prerequisite,
               test=first.name.rpartition("::")[2], why=why)
 
 
@@ -187,6 +217,7 @@ def _raw(test: PytestJsonTest) -> _Raw:
         hint_measured=bool(metadata.get("hint_measured")),
         diagnosed=tuple(str(name) for name in metadata.get("diagnosed") or ()),
         causes=causes,
+        names=tuple(str(name) for name in metadata.get("contract_names") or ()),
     )
 
 

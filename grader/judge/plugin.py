@@ -35,6 +35,7 @@ from grader.inside.shared import TEST_MODULES
 from grader.judge.checks import NAN_HINT, manual_seed
 from grader.judge.feedback import MAX_MESSAGE_CHARS, causes_of, feedback
 from grader.judge.measures import fresh_worker
+from grader.judge.reach import tested_names
 from grader.lang import N_, tr
 
 _SESSION = pytest.StashKey[GradingSession]()
@@ -241,6 +242,7 @@ def pytest_json_runtest_metadata(item: pytest.Item, call: pytest.CallInfo[None])
         metadata["exercise"] = exercise_of_test_file(Path(str(item.path)).name)
         metadata["points"] = points_of(item)
         metadata["suite"] = Path(str(item.path)).parent.name
+        metadata["contract_names"] = tested_names(item)  # what ties a failure here to what builds on it
         if confirmed_by := item.get_closest_marker("confirmed_by"):
             metadata["confirmed_by"] = list(confirmed_by.args)
         if hint_after := item.get_closest_marker("hint_after"):

@@ -30,6 +30,7 @@ from grader.host.session import GradingSession
 from grader.inside.shared import protocol
 from grader.intake.submission import SubmissionInputError, load
 from grader.judge.feedback import causes_of, feedback
+from grader.judge.reach import used_names
 from grader.testing import backward, float64, golden
 
 REPO = Path(__file__).resolve().parents[2]
@@ -194,13 +195,32 @@ def test_an_exercise_whose_tests_could_not_load_scores_zero():
     assert attention.score == 0 and attention.tests[-1].outcome == "error"
 
 
+MASK_TEST = "tests/public/test_masking.py::test_causal_mask_is_zero_below_and_minus_infinity_above"
+WRONG_MASK = ("causal_mask(4) differs at index (0, 0, 0, 0): got -inf, expected 0.\n"
+              "Diagnosis: causal_mask blocks the diagonal too.")
+MHA_SUBMISSIONS = REPO / "tests" / "kit" / "submissions" / "multi_head_attention" / "correct"
+
+
+def reported(nodeid: str, outcome: str, names: tuple[str, ...], message: str = "", causes: tuple[str, ...] = ()):
+    """One test of a pytest-json-report report, with what the plugin attaches: its message, causes and the contract
+    names it exercises."""
+    metadata = {"message": message, "contract_names": list(names), **({"causes": list(causes)} if causes else {})}
+    return {"nodeid": nodeid, "outcome": outcome, "metadata": metadata}
+
+
+def mha_uses(source: str) -> dict[str, frozenset[str]]:
+    """What a submission whose multi_head_attention.py is `source` uses of the other exercises."""
+    return used_names({"multi_head_attention.py": source.encode()})
+
+
 def test_failures_point_at_a_failing_prerequisite():
     report = {"tests": [
-        {"nodeid": "tests/public/test_masking.py::a", "outcome": "failed", "metadata": {"message": "bad mask"}},
-        {"nodeid": "tests/public/test_multi_head_attention.py::b", "outcome": "failed", "metadata": {"message": "m"}},
-        {"nodeid": "tests/public/test_head_attention.py::c", "outcome": "failed", "metadata": {"message": "h"}},
+        reported(MASK_TEST, "failed", ("causal_mask",), "bad mask"),
+        reported("tests/public/test_multi_head_attention.py::b", "failed", ("MultiHeadAttention",), "m"),
+        reported("tests/public/test_head_attention.py::c", "failed", ("HeadAttention",), "h"),
     ]}
-    masking, head, mha = score(report, ["masking", "head_attention", "multi_head_attention"])
+    uses = mha_uses((REPO / "solutions" / "multi_head_attention.py").read_text())
+    masking, head, mha = score(report, ["masking", "head_attention", "multi_head_attention"], uses=uses)
     assert mha.blocked_by == ("masking",) and mha.tests[0].message.startswith("blocked by masking")
     assert masking.blocked_by == () and head.blocked_by == () and head.tests[0].message == "h"
 
@@ -211,24 +231,95 @@ def test_a_prerequisite_run_only_as_evidence_blocks_without_being_reported():
     assert select(["multi_head_attention"], "public").prerequisites == ("attention", "masking")
     assert select(["attention", "masking", "multi_head_attention"], "public").prerequisites == ()
     assert select(None, "public").prerequisites == ()
-    wrong_mask = ("causal_mask(4) differs at index (0, 0, 0, 0): got -inf, expected 0.\n"
-                  "Diagnosis: causal_mask blocks the diagonal too.")
+    uses = mha_uses((REPO / "solutions" / "multi_head_attention.py").read_text())
     for masking, blocked in (("failed", True), ("passed", False)):
         report = {"tests": [
-            {"nodeid": "tests/public/test_masking.py::test_causal_mask", "outcome": masking,
-             "metadata": {"message": wrong_mask if masking == "failed" else ""}},
-            {"nodeid": "tests/public/test_multi_head_attention.py::test_golden", "outcome": "failed",
-             "metadata": {"message": "output has 32 NaN value(s). Hint: a softmax of all -inf is NaN."}},
+            reported(MASK_TEST, masking, ("causal_mask",), WRONG_MASK if masking == "failed" else ""),
+            reported("tests/public/test_multi_head_attention.py::test_golden", "failed", ("MultiHeadAttention",),
+                     "output has 32 NaN value(s). Hint: a softmax of all -inf is NaN."),
         ]}
-        [mha] = score(report, ["multi_head_attention"], prerequisites_run=("attention", "masking"))
+        [mha] = score(report, ["multi_head_attention"], prerequisites_run=("attention", "masking"), uses=uses)
         assert mha.blocked_by == (("masking",) if blocked else ()), mha
         if blocked:
             assert mha.tests[0].message == (
                 "blocked by masking: it fails its own tests and multi_head_attention builds on it, so fix it first. "
-                "output has 32 NaN value(s). Hint: masking fails its test test_causal_mask: causal_mask blocks the "
-                "diagonal too.")
+                "output has 32 NaN value(s). Hint: masking fails its test "
+                "test_causal_mask_is_zero_below_and_minus_infinity_above: causal_mask blocks the diagonal too.")
         else:
             assert mha.tests[0].message.endswith("Hint: a softmax of all -inf is NaN.")
+
+
+REFERENCE_MHA = (REPO / "solutions" / "multi_head_attention.py").read_text()
+UNUSED_IMPORT = REFERENCE_MHA.replace("from .masking import causal_mask\n",
+                                      "from .attention import attention  # noqa: F401\n"
+                                      "from .masking import causal_mask\n")
+WRONG_ATTENTION = reported("tests/public/test_attention.py::test_course_notes_worked_example", "failed",
+                           ("attention",), "attention(q, k, v) differs at index (0, 1). Hint: softmax over the keys.")
+WRONG_AVERAGE = reported("tests/public/test_masking.py::test_causal_average_of_one_two_three", "failed",
+                         ("causal_average",), "causal_average differs at index (1, 0): got 1.5, expected 1.5.")
+MASKS_DISAGREE = reported("tests/hidden/test_masking.py::test_keep_mask_and_additive_mask_give_the_same_softmax[L2]",
+                          "failed", ("create_look_ahead_mask", "causal_mask"), "the two masks give different weights")
+
+
+@pytest.mark.parametrize(("source", "prerequisite", "causes", "blocked"), [
+    (REFERENCE_MHA, WRONG_ATTENTION, (), ()),  # the reference never calls attention()
+    (UNUSED_IMPORT, WRONG_ATTENTION, (), ()),  # an import is no use: stubs import what they may never call
+    ((MHA_SUBMISSIONS / "sdpa_dropout_p.py").read_text(), WRONG_ATTENTION, (), ()),  # F.scaled_dot_product_attention
+    ((MHA_SUBMISSIONS / "reuses_attention.py").read_text(), WRONG_ATTENTION, (), ("attention",)),
+    (REFERENCE_MHA, WRONG_AVERAGE, (), ()),  # uses causal_mask, and only causal_average fails
+    (REFERENCE_MHA, MASKS_DISAGREE, (), ()),  # may fail for create_look_ahead_mask, which it does not use
+    ((MHA_SUBMISSIONS / "sdpa_dropout_p.py").read_text(), WRONG_ATTENTION, ("blocked:attention",), ("attention",)),
+], ids=["reference", "unused import", "sdpa", "reuses attention", "causal_average", "two masks", "unwritten"])
+def test_blocked_only_where_the_code_uses_what_the_prerequisite_fails(source, prerequisite, causes, blocked):
+    """A prerequisite that fails blocks an exercise only where the exercise's code uses a name of it that a failing
+    test exercises, or a test stopped in its unwritten code: elsewhere the failures keep their own hints."""
+    own = "the output differs at index (0, 2, 5). Hint: scale by sqrt(head_dim), not sqrt(dim)."
+    report = {"tests": [prerequisite, reported("tests/public/test_multi_head_attention.py::test_matches_golden",
+                                               "failed", ("MultiHeadAttention",), own, causes)]}
+    [mha] = score(report, ["multi_head_attention"], prerequisites_run=("attention", "masking"), uses=mha_uses(source))
+    assert mha.blocked_by == blocked, mha
+    if blocked and not causes:
+        assert mha.tests[0].message.startswith("blocked by attention:") and "Hint: attention fails its test" in \
+            mha.tests[0].message and "sqrt(head_dim)" not in mha.tests[0].message, mha.tests[0].message
+    elif not blocked:
+        assert mha.tests[0].message == own
+
+
+def test_watch_is_fed_the_failures_no_prerequisite_blocks(tmp_path: Path):
+    """`grader watch` shows a first failure as it happens: not one of a prerequisite run for evidence, nor one of an
+    exercise blocked on scoring's evidence; a MultiHeadAttention that never calls the failing attention() is fed."""
+    from types import SimpleNamespace
+
+    from grader.grade.runner import FailureFeed
+
+    def failed(nodeid: str, names: tuple[str, ...]) -> SimpleNamespace:
+        metadata = {"message": nodeid, "contract_names": list(names), "points": 1.0}
+        return SimpleNamespace(nodeid=nodeid, failed=True, _json_report_extra={"metadata": metadata})
+
+    for prerequisite, fed in ((WRONG_ATTENTION, True), (reported(MASK_TEST, "failed", ("causal_mask",)), False)):
+        feed = FailureFeed()
+        feed.path, feed.prerequisites, feed.uses = tmp_path / "feed.jsonl", ("attention", "masking"), mha_uses(
+            REFERENCE_MHA)
+        feed.path.unlink(missing_ok=True)
+        feed.pytest_runtest_logreport(failed(prerequisite["nodeid"], tuple(prerequisite["metadata"]["contract_names"])))
+        feed.pytest_runtest_logreport(failed("tests/public/test_multi_head_attention.py::test_matches_golden",
+                                             ("MultiHeadAttention",)))
+        lines = feed.path.read_text().splitlines() if feed.path.exists() else []
+        assert [json.loads(line)["test"].rpartition("::")[2] for line in lines] == (["test_matches_golden"] if fed
+                                                                                    else []), prerequisite
+
+
+def test_the_code_of_what_an_exercise_uses_is_its_code_too():
+    """The Transformer of the reference reaches causal_mask through its Decoder's MultiHeadAttention; a name a file
+    binds otherwise too (a local variable `attention`) is no evidence of a use."""
+    files = {path.name: path.read_bytes() for path in (REPO / "solutions").glob("*.py")}
+    assert "causal_mask" in used_names(files)["transformer"]
+    assert used_names(files)["attention"] == frozenset()
+    shadowed = REFERENCE_MHA.replace("from .masking import causal_mask\n",
+                                     "from .attention import attention\nfrom .masking import causal_mask\n")
+    shadowed = shadowed.replace("        B, T_q, dim = q.shape\n",
+                                "        B, T_q, dim = q.shape\n        attention = None\n        print(attention)\n")
+    assert "attention = None" in shadowed and mha_uses(shadowed)["multi_head_attention"] == {"causal_mask"}
 
 
 def test_a_hint_that_assumes_a_failing_test_is_left_out_and_says_which():

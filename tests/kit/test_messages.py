@@ -132,7 +132,10 @@ def test_one_untouched_exercise_names_its_file(grader_cli, tmp_path: Path):
 
 
 def test_blocked_by_a_list_reads_as_a_plural(grader_cli, tmp_path: Path):
+    """A MultiHeadAttention that calls attention() and causal_mask, both wrong: blocked by both, in one sentence."""
     submission = copy_exercise_files(SOLUTIONS, tmp_path / "sub")
+    shutil.copyfile(REPO / "tests" / "kit" / "submissions" / "multi_head_attention" / "correct" / "reuses_attention.py",
+                    submission / "multi_head_attention.py")
     variants.write(known_mistake("attention", "no_scaling"), submission)
     masking = (submission / "masking.py").read_text()  # and a causal mask that hides nothing
     (submission / "masking.py").write_text(masking + "\n\ndef causal_mask(seq_len):\n"
@@ -147,15 +150,18 @@ def test_blocked_by_a_list_reads_as_a_plural(grader_cli, tmp_path: Path):
 
 
 def test_a_wrong_prerequisite_blocks_an_exercise_checked_alone(grader_cli, tmp_path: Path):
-    """A causal_mask that blocks the diagonal under the reference MultiHeadAttention, `grader check
-    multi_head_attention` alone: blocked by masking, each failure pointing at masking, never at the NaN's causes in
-    the attention's own code; the report lists the exercise checked only. The reference, checked alone, is not."""
+    """A causal_mask that blocks the diagonal and an attention() that is wrong too, under the reference
+    MultiHeadAttention (which calls causal_mask, never attention()), `grader check multi_head_attention` alone: blocked
+    by masking only, each failure pointing at masking, never at the NaN's causes in the attention's own code; the
+    report lists the exercise checked only. With a wrong attention() and a wrong causal_average, neither of which it
+    uses, a MultiHeadAttention that scales by sqrt(dim) is not blocked: its failures keep their own hints."""
     wrong = copy_exercise_files(SOLUTIONS, tmp_path / "wrong")
     variants.write(known_mistake("masking", "causal_mask_blocks_diagonal"), wrong)
+    variants.write(known_mistake("attention", "softmax_over_queries"), wrong)
     run = grader_cli.check(wrong, tmp_path / "wrong.json", "multi_head_attention", "--suite", "public")
     assert run.returncode == 0, run.describe()
     assert [e["id"] for e in run.report["exercises"]] == ["multi_head_attention"], run.report["exercises"]
-    assert run.exercise("multi_head_attention")["blocked_by"] == ["masking"]
+    assert run.exercise("multi_head_attention")["blocked_by"] == ["masking"], run.feedback("multi_head_attention")
     assert "blocked by masking" in run.stdout, run.stdout
     lost = [t for t in run.lost_tests("multi_head_attention")
             if not any(c.startswith("waits:") for c in t.get("causes", ()))]
@@ -165,11 +171,16 @@ def test_a_wrong_prerequisite_blocks_an_exercise_checked_alone(grader_cli, tmp_p
         # The one hint is masking's: none of the test's own (a NaN's, about the attention's softmax) is left.
         assert test["message"].count("Hint:") == 1, test["message"]
         assert "Hint: masking fails its test test_causal_mask" in test["message"], test["message"]
-    right = copy_exercise_files(SOLUTIONS, tmp_path / "right")
-    run = grader_cli.check(right, tmp_path / "right.json", "multi_head_attention", "--suite", "public")
+    own = copy_exercise_files(SOLUTIONS, tmp_path / "own")
+    variants.write(known_mistake("masking", "divides_by_T"), own)
+    variants.write(known_mistake("attention", "softmax_over_queries"), own)
+    variants.write(known_mistake("multi_head_attention", "scale_by_dim"), own)
+    run = grader_cli.check(own, tmp_path / "own.json", "multi_head_attention", "--suite", "public")
     assert run.returncode == 0, run.describe()
-    assert run.exercise("multi_head_attention")["blocked_by"] == [] and run.report["score"] == 15, run.feedback(
-        "multi_head_attention")
+    assert run.exercise("multi_head_attention")["blocked_by"] == [], run.feedback("multi_head_attention")
+    lost = run.lost_tests("multi_head_attention")
+    assert lost and not any("blocked by" in test["message"] or "fails its test" in test["message"] for test in lost)
+    assert any("sqrt(head_dim)" in test["message"] for test in lost), run.feedback("multi_head_attention")
 
 
 def test_a_syntax_error_names_its_location_once(grader_cli, tmp_path: Path):

@@ -49,35 +49,61 @@ def test_every_graded_assert_explains_itself(path: Path):
     assert not bare, f"{path.name}: asserts without a message on lines {bare}"
 
 
-def test_every_hint_after_names_a_test_of_its_own_file(tmp_path: Path):
-    """`hint_after` keeps a hint only while the tests it names pass: a misspelt name matches nothing, and the hint it
-    guards would show whatever fails. The graded suites are collected as the grader collects them."""
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, list[list[str]], list[str]]]:
+    """The graded suites collected as the grader collects them: each test's node id, `hint_after` marks and the
+    contract names it exercises (`grader.judge.reach.tested_names`). One collection, for the tests below."""
     import json
     import os
     import subprocess
     import sys
 
+    tmp_path = tmp_path_factory.mktemp("collected")
     (tmp_path / "kit_dump_marks.py").write_text(
         "import json, os\n"
+        "from grader.judge.reach import tested_names\n"
         "def pytest_collection_finish(session):\n"
-        "    found = [(item.nodeid, [list(m.args) for m in item.iter_markers('hint_after')])\n"
+        "    found = [(item.nodeid, [list(m.args) for m in item.iter_markers('hint_after')], tested_names(item))\n"
         "             for item in session.items]\n"
         "    with open(os.environ['KIT_MARKS_OUT'], 'w') as out:\n"
         "        json.dump(found, out)\n")
     dump = tmp_path / "marks.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(TESTS.parent)]), "KIT_MARKS_OUT": str(dump)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(TESTS.parent)]), "KIT_MARKS_OUT": str(dump),
+           "OMP_NUM_THREADS": "1"}
     run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "grader.judge.plugin",
                           "-p", "kit_dump_marks", "-p", "no:cacheprovider", "-o", "addopts=", "--import-mode=importlib",
                           str(TESTS / "public"), str(TESTS / "hidden")],
                          cwd=TESTS.parent, env=env, capture_output=True, text=True, timeout=120)
     assert dump.is_file(), run.stdout[-2000:] + run.stderr[-2000:]
-    items = json.loads(dump.read_text())
+    return [tuple(item) for item in json.loads(dump.read_text())]
+
+
+def test_every_hint_after_names_a_test_of_its_own_file(collected):
+    """`hint_after` keeps a hint only while the tests it names pass: a misspelt name matches nothing, and the hint it
+    guards would show whatever fails."""
     names: dict[str, set[str]] = {}
-    for nodeid, _ in items:
+    for nodeid, _, _ in collected:
         file, _, name = nodeid.partition("::")
         names.setdefault(file, set()).update({name, name.split("[")[0]})
-    marked = [(nodeid, target) for nodeid, marks in items for args in marks for target in args]
+    marked = [(nodeid, target) for nodeid, marks, _ in collected for args in marks for target in args]
     assert len(marked) > 50, f"only {len(marked)} hint_after names found: the suites' marks were not read"
     for nodeid, target in marked:
         file, _, name = nodeid.partition("::")
         assert target in names[file] and target != name, f"{nodeid}: hint_after({target!r}) names no other test there"
+
+
+def test_every_test_of_a_prerequisite_names_what_it_exercises(collected):
+    """Scoring says "blocked by masking" only where a failing test of masking exercises a name the exercise's code
+    uses: each test of an exercise others build on must map to at least one of its contract names (`impl.<exercise>.
+    <name>`, directly or in a helper of its file), else its failure could never be evidence, or be read wrong."""
+    built_on = {need for exercise in BY_ID.values() for need in exercise.needs}
+    unmapped = []
+    for nodeid, _, names in collected:
+        exercise = Path(nodeid.split("::")[0]).stem.removeprefix("test_")
+        if exercise in built_on and not set(names) & set(BY_ID[exercise].names):
+            unmapped.append(nodeid)
+    assert len(collected) > 200, f"only {len(collected)} tests collected"
+    assert not unmapped, f"{len(unmapped)} tests map to no contract name of their exercise: {unmapped[:10]}"
+    by_id = {nodeid.split("::")[1]: names for nodeid, _, names in collected}
+    assert by_id["test_causal_mask_is_zero_below_and_minus_infinity_above"] == ["causal_mask"]
+    assert by_id["test_causal_average_keeps_the_shape"] == ["causal_average"]
