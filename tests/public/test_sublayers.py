@@ -14,6 +14,7 @@ from grader.testing import (
     N_,
     SubmissionFailure,
     assert_close,
+    backward,
     describe,
     expect_dropout,
     expect_tensor,
@@ -150,6 +151,54 @@ def test_any_module_works_as_the_sublayer(impl, device, seed):
     out = run(rc, x, linear, what="ResidualConnection", hint="call the sublayer like a function: sublayer(...).")
     check(out, lambda x: pre_norm(x, lambda y: y @ weight.to(x.dtype).T + bias.to(x.dtype)), x,
           name="ResidualConnection output with an nn.Linear sublayer", hint=PRE_NORM)
+
+
+# Sublayers whose backward reads their own output: an in-place add onto that output (`out += x`) breaks it.
+OUTPUT_SAVING = {"torch.tanh": "tanh", "torch.sigmoid": "sigmoid", "nn.ReLU()": "relu"}
+IN_PLACE_HINT = N_("add with x + ..., never += or .add_(): the sublayer's output and x must stay as they were, "
+                   "because autograd needs them to compute the gradients.")
+
+
+def output_saving_pair(impl, kind):
+    """The sublayer in the worker and its twin here."""
+    if kind == "relu":
+        return impl.torch.nn.ReLU(), torch.relu
+    return getattr(impl.torch, kind), getattr(torch, kind)
+
+
+@pytest.mark.hint_after("test_residual_is_pre_norm")  # a gradient is wrong for the same reasons as the output
+@pytest.mark.points(1)
+@pytest.mark.parametrize("kind", OUTPUT_SAVING.values(), ids=OUTPUT_SAVING.keys())
+def test_a_sublayer_whose_backward_needs_its_output_gets_its_gradient(impl, device, seed, kind):
+    """The contract's sublayer is any callable: one whose backward reads its output (tanh, sigmoid, ReLU) must get
+    it back unchanged, in eval mode (dropout hands the output on as it is) and in training mode without dropout."""
+    remote, local = output_saving_pair(impl, kind)
+    x = torch.randn(2, 7, D_MODEL, device=device)
+    grad_output = torch.randn(2, 7, D_MODEL, device=device)
+
+    def by_hand(x):
+        leaf = x.clone().requires_grad_(True)
+        (pre_norm(leaf, local) * grad_output.to(x.dtype)).sum().backward()
+        return leaf.grad
+
+    want = by_hand(x.double())
+    atol = tolerance(by_hand(x.float()), want)
+    for mode, dropout in (("eval", 0.3), ("train", 0.0)):
+        rc = impl.sublayers.ResidualConnection(D_MODEL, dropout=dropout).to(device)
+        rc.train(mode == "train")
+        what = tr("ResidualConnection in {mode} mode with sublayer {kind}", mode=mode, kind=kind)
+        try:
+            got = backward(rc, x.clone().requires_grad_(True), remote, grad_output=grad_output)
+        except SubmissionFailure as failure:
+            if "inplace" not in str(failure).replace("-", "").replace(" ", ""):
+                raise type(failure)(str(failure) + hint_suffix(tr(PRE_NORM))) from None
+            raise AssertionError(
+                tr("backpropagating through {what} failed: autograd found a tensor it needs changed in place.",
+                   what=what) + hint_suffix(tr(IN_PLACE_HINT))
+            ) from None
+        assert got.inputs and got.inputs[0] is not None, tr("no gradient reached x: do not detach it")
+        assert_close(got.inputs[0], want.to(x.dtype), atol=atol, name=tr("gradient of x through {what}", what=what),
+                     hint=PRE_NORM)
 
 
 @pytest.mark.hint_after("test_residual_is_pre_norm")  # the same, with dropout=0.5

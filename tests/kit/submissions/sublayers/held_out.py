@@ -13,4 +13,16 @@ VARIANTS = (
         why="Applies dropout to the residual sum, so the identity path is dropped too.",
         edits=(("return x + self.dropout(sublayer(self.norm(x)))", "return self.dropout(x + sublayer(self.norm(x)))"),),
     ),
+    EditedVersion(
+        name="residual_added_in_place",
+        why="Adds x onto the sublayer's output in place (out += x), which autograd needs when the sublayer is tanh.",
+        edits=(("return x + self.dropout(sublayer(self.norm(x)))",
+                "out = self.dropout(sublayer(self.norm(x)))\n        out += x\n        return out"),),
+    ),
+    EditedVersion(
+        name="x_updated_in_place",
+        why="Adds the sublayer's output onto x in place (x += ...), changing the caller's tensor.",
+        edits=(("return x + self.dropout(sublayer(self.norm(x)))",
+                "x += self.dropout(sublayer(self.norm(x)))\n        return x"),),
+    ),
 )
