@@ -13,6 +13,7 @@ Only the catalogue's data modules are imported here; the files built from them a
 from __future__ import annotations
 
 import ast
+import difflib
 import importlib
 import importlib.util
 from collections.abc import Sequence
@@ -31,6 +32,7 @@ class Variant:
     source: str  # the whole alternative <exercise>.py, edits applied
     diagnosis: str | None  # a known mistake's DIAGNOSIS; None for a correct variant
     origin: Path  # the file that describes it
+    edits: tuple[Edit, ...] = ()  # the edits of the reference it was built from; () for a whole file
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,8 @@ def with_docstring(source: str, why: str) -> str:
 def build(exercise: str, version: EditedVersion, *, reference: str, origin: Path) -> Variant:
     """The Variant that `version` describes, its source built from the reference's text."""
     source = apply(reference, version.edits, variant=f"{exercise}/{version.name}")
-    return Variant(exercise, version.name, with_docstring(source, version.why), version.diagnosis, origin)
+    return Variant(exercise, version.name, with_docstring(source, version.why), version.diagnosis, origin,
+                   version.edits)
 
 
 def mistakes(exercise: str) -> tuple[Variant, ...]:
@@ -102,6 +105,45 @@ def mistakes(exercise: str) -> tuple[Variant, ...]:
         build(exercise, EditedVersion(m.name, m.why, tuple(m.edits), m.diagnosis), reference=reference, origin=origin)
         for m in catalogue.MISTAKES
     )
+
+
+class NotIndependent(ValueError):
+    """Two mistakes whose edits touch the same lines of the reference, or do not compose into code that parses."""
+
+
+def combined(first: Variant, second: Variant) -> Variant:
+    """Both known mistakes of one exercise in one file, `first`'s edits then `second`'s, named `first+second`:
+    two independent slips a student made at once. NotIndependent where their diffs against the reference (difflib,
+    by line) overlap or touch, or where the result does not apply or parse."""
+    folder = solutions_folder()
+    if folder is None or first.exercise != second.exercise or not first.edits or not second.edits:
+        raise ValueError(f"{first.exercise}/{first.name} and {second.exercise}/{second.name} are not catalogued "
+                         "mistakes of one exercise")
+    reference = (folder / f"{first.exercise}.py").read_text(encoding="utf-8")
+    name = f"{first.name}+{second.name}"
+    lines = [_changed_lines(reference, apply(reference, v.edits, variant=v.name)) for v in (first, second)]
+    if any(max(a[0], b[0]) < min(a[1], b[1]) for a in lines[0] for b in lines[1]):
+        raise NotIndependent(f"{first.exercise}/{name}: the two mistakes edit the same lines")
+    try:
+        source = apply(reference, (*first.edits, *second.edits), variant=name)
+        ast.parse(source)
+    except (EditDoesNotApply, SyntaxError) as error:
+        raise NotIndependent(f"{first.exercise}/{name}: the two mistakes do not compose ({error})") from None
+    why = f"{_docstring(first)} {_docstring(second)}"
+    return Variant(first.exercise, name, with_docstring(source, why), None, first.origin,
+                   (*first.edits, *second.edits))
+
+
+def _changed_lines(before: str, after: str) -> list[tuple[float, float]]:
+    """The lines of `before` that `after` replaces or deletes, by difflib, as (first, end); an insertion takes a
+    quarter of a line either side of where it goes, so that two at one place, or one inside a change, overlap."""
+    matcher = difflib.SequenceMatcher(None, before.splitlines(), after.splitlines(), autojunk=False)
+    return [(i1, i2) if i2 > i1 else (i1 - 0.25, i1 + 0.25)
+            for tag, i1, i2, _, _ in matcher.get_opcodes() if tag != "equal"]
+
+
+def _docstring(variant: Variant) -> str:
+    return (ast.get_docstring(ast.parse(variant.source)) or "").strip()
 
 
 def submissions_folder() -> Path | None:
