@@ -7,8 +7,10 @@ the reference and on every known-wrong implementation of the catalogue, `solutio
 (`catalogue`). Each run (`observe`) yields facets: outputs, structure (parameters and buffers), exceptions,
 op-count growth. A mistake is diagnosed (`compare`) when the submission agrees with it on every facet: within a
 tolerance (derived from how far the float32 reference lands from its float64 golden) where the mistake differs
-from the reference, and with the same kind of error at the same call where it raises. Where no catalogue is
-installed (the student release) there is simply no diagnosis.
+from the reference, and with the same kind of error at the same call where it raises. Where no one mistake
+agrees, two made at once may (`two_at_once`): the few pairs whose evidence shows are built from both mistakes'
+edits (`combination`), observed, and named where the submission agrees with the pair on every facet. Where no
+catalogue is installed (the student release) there is simply no diagnosis.
 """
 
 from grader.judge.diagnosis.catalogue import (
@@ -16,6 +18,7 @@ from grader.judge.diagnosis.catalogue import (
     Library,
     Mistake,
     catalogue,
+    combination,
     load_variant,
     mistakes_folder,
 )
@@ -29,7 +32,9 @@ from grader.judge.diagnosis.compare import (
     match,
     message,
     named,
+    pair,
     tolerance,
+    two_at_once,
 )
 from grader.judge.diagnosis.observe import Deferred, Facets, FacetValue, Implementation, Raised, ScenarioRun
 from grader.judge.diagnosis.scenarios import SCENARIOS, run_scenario
@@ -49,6 +54,7 @@ __all__ = [
     "Raised",
     "ScenarioRun",
     "catalogue",
+    "combination",
     "diagnose",
     "distance",
     "known_facets",
@@ -57,6 +63,8 @@ __all__ = [
     "message",
     "mistakes_folder",
     "named",
+    "pair",
     "run_scenario",
     "tolerance",
+    "two_at_once",
 ]

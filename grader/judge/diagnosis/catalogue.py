@@ -71,6 +71,18 @@ def catalogue(exercise: str) -> tuple[Mistake, ...]:
     )
 
 
+@cache
+def combination(exercise: str, first: str, second: str) -> Mistake | None:
+    """Two known mistakes of `exercise` made at once (`grader.judge.variants.combined`), loaded, named
+    `first+second`; None where they are not independent (their edits overlap, or the result does not import)."""
+    by_name = {variant.name: variant for variant in variants.mistakes(exercise)}
+    try:
+        variant = variants.combined(by_name[first], by_name[second])
+        return Mistake(exercise, variant.name, "", load_variant(variant))
+    except Exception:  # whatever stops the pair from importing makes it no pair
+        return None
+
+
 class Library:
     """The kit's modules by name, as `ref` gives them: solutions/, with one exercise swapped for a variant."""
 
