@@ -83,13 +83,13 @@ def say_next(step: NextStep, submission: Submission | None = None, *, watching: 
         line = tr("Next: fix {exercise} in {file} (`grader hint {exercise}` if you are stuck).",
                   exercise=step.exercise, file=shown)
     elif step.not_started == 1:
-        line = tr("{exercise}: not implemented yet — open {file}", exercise=step.exercise, file=shown)
+        line = tr("{exercise}: not implemented yet — open {file}.", exercise=step.exercise, file=shown)
     elif watching:
-        line = tr("{count} exercises not implemented yet: start with {exercise}: open {file}; the next save checks it",
+        line = tr("{count} exercises not implemented yet: start with {exercise}: open {file}; the next save checks it.",
                   count=step.not_started, exercise=step.exercise, file=shown)
     else:
         line = tr("{count} exercises not implemented yet: start with {exercise}: open {file}, then `grader check "
-                  "{exercise}`", count=step.not_started, exercise=step.exercise, file=shown)
+                  "{exercise}`.", count=step.not_started, exercise=step.exercise, file=shown)
     if not step.not_graded:
         return line
     # Translators: {line} is a whole sentence already translated; {exercises} a list of exercise names.
