@@ -167,7 +167,9 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False, file
                 names = escape(listed(waits))
                 once = (tr("counts once {names} pass", names=names) if len(waits) > 1
                         else tr("counts once {names} passes", names=names))
-                say(console, f"{name} [dim]{once}[/]")
+                # Pending, not failed on its own: fixing what it checks shows as ✘ turning into ◐.
+                pending = f"[yellow]{marks.partial}[/] [bold]{escape(_short(test.name))}[/] [dim]({exercise.id})[/]"
+                say(console, f"{pending} [dim]{once}[/]")
                 continue
             say(console, name)
             for line in _hint_once(test.message, hints_shown).splitlines():

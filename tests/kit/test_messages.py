@@ -210,7 +210,7 @@ def test_an_undefined_name_is_shown_once_without_hints_about_other_causes(grader
     assert run.stdout.count("name 'head_dimension' is not defined") == 1, run.stdout
     assert f"and {len(named) - 1} more tests fail the same way" in run.stdout, run.stdout
     waiting = [line for line in run.stdout.splitlines() if "counts once" in line]
-    assert waiting and all(line.startswith("✘ test_") for line in waiting), run.stdout
+    assert waiting and all(line.startswith("◐ test_") for line in waiting), run.stdout  # pending, not failed
 
 
 # --- the machine and the terminal ---------------------------------------------------------------
