@@ -210,7 +210,9 @@ def test_a_correct_submission_exports_valid_files_with_hidden_tests_as_the_instr
     assert all(t["output_format"] == "text" for t in gradescope)
     assert math.isclose(sum(t["max_score"] for t in gradescope), 10, abs_tol=1e-9)
     public = [t for t in files["exercism"]["tests"] if ": public/" in t["name"]]
-    assert public and all("impl.attention" in t["test_code"] for t in public), public[0]
+    # The test's own code, as a student reads it in the public suite: each calls the submission (impl), directly or
+    # through the file's helpers.
+    assert public and all("impl" in t["test_code"] and "not shown" not in t["test_code"] for t in public), public[0]
     hidden = [t for t in files["exercism"]["tests"] if ": hidden/" in t["name"]]
     assert hidden and all("not shown" in t["test_code"] for t in hidden), hidden[0]
 
