@@ -75,9 +75,10 @@ VOUCHED: dict[tuple[str, ...], Vouch] = {
     ("pip", "install", "-e", ".[dev]"): Vouch(
         ".ci/run; the dev extra of pyproject.toml",
         lambda: '-e ".[dev]"' in _read(".ci/run") and _extra_declared("dev")),
-    ("pytest",): Vouch(
-        ".ci/run, as `pytest --durations=25`",
-        lambda: "\npytest --durations=25\n" in _read(".ci/run")),
+    ("pytest", "-n", "2", "--dist", "loadfile"): Vouch(
+        ".ci/run, as `pytest -n 2 --dist loadfile --durations=25`; pytest-xdist in the dev extra",
+        lambda: "\npytest -n 2 --dist loadfile --durations=25\n" in _read(".ci/run")
+        and "pytest-xdist" in _read("pyproject.toml")),
 }
 
 
