@@ -90,20 +90,35 @@ def translations(language: str) -> gettext.NullTranslations:
     chain: gettext.NullTranslations = gettext.NullTranslations()
     if language == "en":
         return chain
-    from babel.messages.mofile import write_mo
-    from babel.messages.pofile import read_po
-
     for domain in DOMAINS:
         path = catalog_path(domain, language)
         if not path.is_file():
             continue  # a part of the kit this installation does not hold (the student release's hidden tests)
-        with path.open("rb") as handle:
-            catalog = read_po(handle, locale=language, domain=domain)
-        compiled = io.BytesIO()
-        write_mo(compiled, catalog)  # fuzzy entries are left out, as msgfmt does
-        compiled.seek(0)
-        chain.add_fallback(gettext.GNUTranslations(compiled))
+        chain.add_fallback(_compiled(path, language, domain))
     return chain
+
+
+def _compiled(path: Path, language: str, domain: str) -> gettext.GNUTranslations:
+    """The catalog at `path`, compiled in memory by Babel (fuzzy entries left out, as msgfmt does)."""
+    from babel.messages.mofile import write_mo
+    from babel.messages.pofile import read_po
+
+    with path.open("rb") as handle:
+        catalog = read_po(handle, locale=language, domain=domain)
+    compiled = io.BytesIO()
+    write_mo(compiled, catalog)
+    compiled.seek(0)
+    return gettext.GNUTranslations(compiled)
+
+
+@functools.cache
+def argparse_translations(language: str) -> gettext.NullTranslations:
+    """argparse's own messages ("usage: ", "the following arguments are required: %s") in `language`: its gettext
+    domain, `argparse`, whose catalog the kit ships next to its own (`%`-formatted by argparse, not by `tr`)."""
+    path = catalog_path("grader", language).with_name("argparse.po")
+    if language == PSEUDO:
+        return _Pseudo()
+    return _compiled(path, language, "argparse") if path.is_file() else gettext.NullTranslations()
 
 
 class _Pseudo(gettext.NullTranslations):

@@ -69,9 +69,10 @@ def _grade(
 ) -> GradeReport:
     if not console.is_terminal:
         return runner.grade(session, selection, quick=quick, timeout_s=timeout_s)
-    columns = (TextColumn("Grading {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
-        task = progress.add_task(escape(clean(session.path.name or str(session.path), newlines=False)), total=None)
+        name = escape(clean(session.path.name or str(session.path), newlines=False))
+        task = progress.add_task(tr("Grading {name}", name=name), total=None)
         return runner.grade(
             session, selection, quick=quick, timeout_s=timeout_s,
             on_start=lambda total: progress.update(task, total=total),

@@ -12,14 +12,14 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 
 from grader.cli.parse import EXIT_FAIL_UNDER, EXIT_OK, default_submission, die, existing_submission
-from grader.cli.render import marks_for, points, status_style
+from grader.cli.render import SUITES, marks_for, points, status_style
 from grader.curriculum import BY_ID, EXERCISES
 from grader.grade.reports import shown_percent
 from grader.grade.selection import hidden_installed, kit_root
 from grader.host import reach
 from grader.host.tiers import IsolationRefused
 from grader.intake.submission import SubmissionInputError
-from grader.lang import tr
+from grader.lang import listed, tr
 from grader.student import state
 
 
@@ -43,7 +43,7 @@ def list_command(args: argparse.Namespace, console: Console) -> int:
         status = unchecked if result is None else status_style(result.status, marks_for(console))
         table.add_row(str(number), exercise.id, exercise.file,
                       f"{exercise.points:g}" if result is None else f"{points(result.score)}/{exercise.points:g}",
-                      ", ".join(suites) if suites else unavailable, status)
+                      listed([tr(SUITES[suite]) for suite in suites]) if suites else unavailable, status)
     console.print(table)
     earned = sum(result.score for result in results.values())
     total = sum(exercise.points for exercise in EXERCISES)

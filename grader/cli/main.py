@@ -16,7 +16,7 @@ from rich.console import Console
 
 from grader import lang
 from grader.cli import grading, learning
-from grader.cli.parse import EXIT_GRADER_FAILED, build_parser
+from grader.cli.parse import EXIT_GRADER_FAILED, asked_language, build_parser, speaking
 from grader.host.limits import WorkerStartError
 from grader.text import clean, tolerant_output
 
@@ -33,8 +33,10 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Console], int]] = {
 
 def main(argv: list[str] | None = None) -> int:
     """Run one `grader` command; returns its exit code (usage errors exit with 2 from here)."""
-    args = build_parser().parse_args(argv)
-    lang.use(lang.choose(args.lang))
+    argv = sys.argv[1:] if argv is None else argv
+    lang.use(lang.choose(asked_language(argv)))  # --help and usage errors are printed while parsing
+    with speaking(lang.current()):
+        args = build_parser().parse_args(argv)
     # emoji=False: a submission's text (a message, a file name) must not turn `:thumbs_up:` into a picture.
     return COMMANDS[args.command](args, Console(stderr=False, highlight=False, emoji=False))
 

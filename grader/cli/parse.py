@@ -3,33 +3,79 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
+import re
 import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from grader.grade.reports import HIDDEN_VISIBILITY, VISIBILITIES
 from grader.grade.selection import kit_root
-from grader.lang import LANGUAGES, N_, tr
+from grader.lang import LANGUAGES, N_, argparse_translations, tr
 from grader.text import clean
 
 EXIT_OK, EXIT_FAIL_UNDER, EXIT_USAGE, EXIT_GRADER_FAILED = 0, 1, 2, 3
 # A release is built for students, so the language of the terminal that builds it does not choose theirs.
-RELEASE_LANG_HELP = ("language of the release's stubs, notebooks and student README, and of what it prints: en or zh "
+RELEASE_LANG_HELP = N_("language of the release's stubs, notebooks and student README, and of what it prints: en or zh "
                      "(default: the release in English, printed in GRADER_LANG's or the locale's language)")
-UNISOLATED_HELP = ("grade the hidden tests, or with the solutions installed, even where no isolation stronger than "
+UNISOLATED_HELP = N_("grade the hidden tests, or with the solutions installed, even where no isolation stronger than "
                    "`none` is available (refused otherwise)")
 
 
+class _Formatter(argparse.HelpFormatter):
+    """`--help` in the reader's language: each help text and description is a catalog message (marked with `N_`),
+    translated as it is shown; argparse's own words ("usage: ", "options") come from its domain (`speaking`)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        return tr(action.help) if action.help else action.help
+
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(tr(text))
+
+    def format_help(self) -> str:
+        # argparse ends each heading with ":"; after Chinese words the colon is full-width.
+        return re.sub(r"(?<=[\u4e00-\u9fff]):$", "：", super().format_help(), flags=re.M)
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         die(tr("{message} (see `{command} --help`)", message=message, command=self.prog))
 
 
+@contextlib.contextmanager
+def speaking(language: str) -> Iterator[None]:
+    """argparse's own messages in `language` while the command line is built and read: argparse looks its words up
+    with its module's `_` and `ngettext` (gettext's, on the global domain), put back on the way out."""
+    translations = argparse_translations(language)
+    saved = argparse._, argparse.ngettext  # type: ignore[attr-defined]
+    argparse._, argparse.ngettext = translations.gettext, translations.ngettext  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        argparse._, argparse.ngettext = saved  # type: ignore[attr-defined]
+
+
+def asked_language(argv: Sequence[str]) -> str | None:
+    """The --lang a command line gives, read before it is parsed: `--help` and usage errors print while parsing."""
+    for index, word in enumerate(argv):
+        value = word.removeprefix("--lang=") if word.startswith("--lang=") else (
+            argv[index + 1] if word == "--lang" and index + 1 < len(argv) else None)
+        if value in LANGUAGES:
+            return value
+    return None
+
+
 def die(message: str) -> NoReturn:
     """Print a one-line usage error and exit with 2."""
-    print(f"grader: error: {clean(message, newlines=False)}", file=sys.stderr)  # it may name a file of the submission
+    # The message may name a file of the submission.
+    print("grader: " + tr("error: {message}", message=clean(message, newlines=False)), file=sys.stderr)
     raise SystemExit(EXIT_USAGE)
 
 
@@ -78,83 +124,85 @@ def _positive_int(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The `grader` parser, one sub-command per job (CONTRACT.md section 3 fixes its options)."""
-    parser = _Parser(prog="grader", description="Grade attention-kit exercises in a sandbox.")
+    parser = _Parser(prog="grader", description=N_("Grade attention-kit exercises in a sandbox."))
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    check = commands.add_parser("check", help="grade one submission and print a score table")
-    check.add_argument("exercises", nargs="*", metavar="EXERCISE", help="exercises to grade (default: all)")
+    check = commands.add_parser("check", help=N_("grade one submission and print a score table"))
+    check.add_argument("exercises", nargs="*", metavar="EXERCISE", help=N_("exercises to grade (default: all)"))
     check.add_argument("--submission", type=Path, default=None,
-                       help="folder or .zip with the exercise files (default: exercises/)")
+                       help=N_("folder or .zip with the exercise files (default: exercises/)"))
     check.add_argument("--suite", choices=("public", "hidden", "all"), default=None,
-                       help="which tests to run (default: all where hidden tests are installed, else public)")
+                       help=N_("which tests to run (default: all where hidden tests are installed, else public)"))
     check.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    check.add_argument("--json", type=Path, default=None, metavar="PATH", help="write the JSON report here")
+    check.add_argument("--json", type=Path, default=None, metavar="PATH", help=N_("write the JSON report here"))
     check.add_argument("--gradescope", type=Path, default=None, metavar="PATH",
-                       help="write Gradescope's results.json here")
+                       help=N_("write Gradescope's results.json here"))
     check.add_argument("--gradescope-hidden", choices=VISIBILITIES, default=HIDDEN_VISIBILITY, metavar="WHEN",
-                       help="when students see hidden tests in results.json: visible, after_due_date, "
-                            f"after_published or hidden (default {HIDDEN_VISIBILITY}); while any test is "
-                            "hidden from them, Gradescope hides their total score too")
+                       help=N_("when students see hidden tests in results.json: visible, after_due_date, "
+                            "after_published or hidden (default %(default)s); while any test is "
+                            "hidden from them, Gradescope hides their total score too"))
     check.add_argument("--exercism", type=Path, default=None, metavar="PATH",
-                       help="write an Exercism test-runner results.json (version 3) here")
+                       help=N_("write an Exercism test-runner results.json (version 3) here"))
     check.add_argument("--fail-under", type=_percent, default=None, metavar="PERCENT",
-                       help="exit with 1 when the score is below this percentage")
+                       help=N_("exit with 1 when the score is below this percentage"))
     check.add_argument("--timeout", type=_seconds, default=300.0, metavar="SECONDS",
-                       help="time budget for the whole run; tests left when it is used up fail (default 300)")
+                       help=N_("time budget for the whole run; tests left when it is used up fail (default 300)"))
     check.add_argument("--quick", action="store_true",
-                       help="skip slow tests (the capstone); they count as 0, so the score is a lower bound")
-    check.add_argument("-v", "--verbose", action="store_true", help="list every test, not only failures")
+                       help=N_("skip slow tests (the capstone); they count as 0, so the score is a lower bound"))
+    check.add_argument("-v", "--verbose", action="store_true", help=N_("list every test, not only failures"))
     check.add_argument("--allow-unisolated", action="store_true", help=UNISOLATED_HELP)
 
-    batch = commands.add_parser("batch", help="grade every sub-folder, .zip or notebook of a folder, in parallel")
+    batch = commands.add_parser("batch", help=N_("grade every sub-folder, .zip or notebook of a folder, in parallel"))
     batch.add_argument("submissions", type=Path, metavar="SUBMISSIONS_DIR")
     batch.add_argument("--out", type=Path, required=True, metavar="DIR",
-                       help="where DIR/<id>.json, DIR/grades.csv and DIR/summary.json go")
+                       help=N_("where DIR/<id>.json, DIR/grades.csv and DIR/summary.json go"))
     batch.add_argument("--jobs", type=_positive_int, default=os.cpu_count() or 1, metavar="N",
-                       help="submissions graded at once (default: the number of cores)")
+                       help=N_("submissions graded at once (default: the number of cores)"))
     batch.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
-                       help="time budget for one whole submission (default 600)")
+                       help=N_("time budget for one whole submission (default 600)"))
     batch.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     batch.add_argument("--suite", choices=("public", "hidden", "all"), default=None)
-    batch.add_argument("--force", action="store_true", help="regrade submissions whose report is up to date")
+    batch.add_argument("--force", action="store_true", help=N_("regrade submissions whose report is up to date"))
     batch.add_argument("--allow-unisolated", action="store_true", help=UNISOLATED_HELP)
     batch.add_argument("--cluster", default=None, metavar="ADDRESS",
-                       help="grade on a Dask cluster: a scheduler with TLS (tls://host:8786), or local:N for N workers "
-                            'here (needs pip install "attention-kit[cluster]"; see docs/cluster.md)')
+                       help=N_("grade on a Dask cluster: a scheduler with TLS (tls://host:8786), or local:N for N "
+                               'workers here (needs pip install "attention-kit[cluster]"; see docs/cluster.md)'))
     batch.add_argument("--insecure-cluster", action="store_true",
-                       help="let --cluster take a scheduler without TLS (tcp://, ws://, ucx://), which runs code for "
-                            "anyone who reaches it: only on a network no one else can reach")
+                       help=N_("let --cluster take a scheduler without TLS (tcp://, ws://, ucx://), which runs code "
+                               "for anyone who reaches it: only on a network no one else can reach"))
 
-    release = commands.add_parser("release", help="build the student distribution (or the autograder bundle)")
+    release = commands.add_parser("release", help=N_("build the student distribution (or the autograder bundle)"))
     release.add_argument("--out", type=Path, required=True, metavar="DIR")
     release.add_argument("--autograder", action="store_true",
-                         help="include the hidden tests, the solutions and Gradescope's setup.sh and run_autograder")
+                         help=N_("include the hidden tests, the solutions and Gradescope's setup.sh and "
+                                 "run_autograder"))
 
-    listing = commands.add_parser("list", help="show the curriculum, your progress and the installed tests")
+    listing = commands.add_parser("list", help=N_("show the curriculum, your progress and the installed tests"))
     listing.add_argument("--submission", type=Path, default=None,
-                         help="whose progress to show (default: exercises/ here, else the kit's)")
+                         help=N_("whose progress to show (default: exercises/ here, else the kit's)"))
 
-    hint = commands.add_parser("hint", help="show the next hint for an exercise, from the idea to the line to write")
+    hint = commands.add_parser("hint",
+                               help=N_("show the next hint for an exercise, from the idea to the line to write"))
     hint.add_argument("exercise", metavar="EXERCISE")
     hint.add_argument("--level", type=_positive_int, default=None, metavar="N",
-                      help="show hint N (default: the next one you have not seen)")
+                      help=N_("show hint N (default: the next one you have not seen)"))
 
-    watch = commands.add_parser("watch", help="check an exercise again every time you save a file")
+    watch = commands.add_parser("watch", help=N_("check an exercise again every time you save a file"))
     watch.add_argument("exercise", nargs="?", default=None, metavar="EXERCISE",
-                       help="exercise to check (default: the first one without full marks)")
+                       help=N_("exercise to check (default: the first one without full marks)"))
     watch.add_argument("--submission", type=Path, default=None,
-                       help="folder or .zip with the exercise files (default: exercises/)")
-    watch.add_argument("--full", action="store_true", help="also run the slow tests (the capstone)")
+                       help=N_("folder or .zip with the exercise files (default: exercises/)"))
+    watch.add_argument("--full", action="store_true", help=N_("also run the slow tests (the capstone)"))
     watch.add_argument("--max-runs", type=_positive_int, default=None, help=argparse.SUPPRESS)
 
-    show = commands.add_parser("show", help="run your attention on the course notes' example and draw its weights")
+    show = commands.add_parser("show", help=N_("run your attention on the course notes' example and draw its weights"))
     show.add_argument("what", choices=("attention",), metavar="attention")
     show.add_argument("--submission", type=Path, default=None,
-                      help="folder or .zip with the exercise files (default: exercises/)")
+                      help=N_("folder or .zip with the exercise files (default: exercises/)"))
     show.add_argument("--png", type=Path, default=None, metavar="PATH",
-                      help='also write the heat-maps as a PNG image (needs pip install -e ".[plots]")')
+                      help=N_('also write the heat-maps as a PNG image (needs pip install -e ".[plots]")'))
     for name, command in commands.choices.items():  # every command speaks the reader's language
         command.add_argument("--lang", choices=LANGUAGES, default=None,
                              help=RELEASE_LANG_HELP if name == "release" else
-                             "language of what it prints: en or zh (default: GRADER_LANG, then the locale)")
+                             N_("language of what it prints: en or zh (default: GRADER_LANG, then the locale)"))
     return parser

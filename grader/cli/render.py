@@ -18,7 +18,7 @@ from grader.grade.reports import GradeReport
 from grader.grade.results import ExerciseStatus
 from grader.grade.scoring import TestResult
 from grader.intake.submission import Submission
-from grader.lang import listed, tr
+from grader.lang import N_, listed, tr
 from grader.student.next_step import NextStep, next_step, say_next
 from grader.text import clean
 
@@ -39,6 +39,10 @@ class Marks:
 # The first set the output's encoding can write is used: a legacy Chinese console (GB2312, GBK: Windows' cp936)
 # has no ✔ ✘ ◐ and would print each as "?", so that a passing and a failing test look the same.
 MARK_SETS = (Marks("✔", "✘", "○", "◐", "·"), Marks("√", "×", "○", "◎", "|"), Marks("PASS", "FAIL", "-", "~", "|"))
+
+
+# The suites' names as a reader sees them (in the score table's title and `grader list`).
+SUITES = {"public": N_("public"), "hidden": N_("hidden"), "all": N_("all")}
 
 
 def marks_for(console: Console) -> Marks:
@@ -130,7 +134,7 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False, file
         warn.print("[yellow]" + tr("warning:") + f"[/] {escape(warning)}", soft_wrap=True)
     # The title above the table, not in it: a table's title wraps to the table's width, which breaks a long path.
     dot = marks.separator
-    suite = tr("{suite} tests", suite=report.suite)
+    suite = tr("{suite} tests", suite=tr(SUITES.get(report.suite, report.suite)))
     say(console, f"[italic]{escape(report.submission)} {dot} {suite} {dot} {report.device}[/]")
     table = Table()
     table.add_column(tr("Exercise"))

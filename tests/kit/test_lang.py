@@ -72,9 +72,23 @@ FENCED = re.compile(r"^```.*?^```", re.S | re.M)
 INLINE = re.compile(r"`[^`]+`")  # a span may run over a line break, as Markdown allows
 
 
+COMMENT = re.compile(r"#[^\n]*")
+
+
 def code(text: str) -> tuple[Counter[str], Counter[str]]:
-    """The fenced code blocks of Markdown `text`, and its inline code spans outside them."""
-    return Counter(FENCED.findall(text)), Counter(INLINE.findall(FENCED.sub("", text)))
+    """The fenced code blocks of Markdown `text` (their comments are prose, translated: left out), and its inline
+    code spans outside them."""
+    blocks = [COMMENT.sub("#", block) for block in FENCED.findall(text)]
+    return Counter(blocks), Counter(INLINE.findall(FENCED.sub("", text)))
+
+
+def test_the_comments_in_the_chinese_hints_code_are_chinese():
+    """A level-4 hint's code reads in Chinese too: its comments say in words what a line does, shapes aside."""
+    translated = catalog()
+    english = [comment for hint in (h for levels in HINTS.values() for h in levels)
+               for block in FENCED.findall(translated[hint]) for comment in COMMENT.findall(block)
+               if re.search(r"\b[a-z]{3,} [a-z]{3,}\b", comment)]
+    assert not english, english
 
 
 DOMAINS = pytest.mark.parametrize("domain", list(SOURCES))
@@ -156,6 +170,40 @@ def test_every_command_takes_lang():
     for command, rest in {"check": [], "batch": ["folder", "--out", "out"], "release": ["--out", "out"],
                           "list": [], "hint": ["attention"], "watch": [], "show": ["attention"]}.items():
         assert parser.parse_args([command, *rest, "--lang", "zh"]).lang == "zh", command
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["check", "--help"], ["batch", "--help"], ["hint"],
+                                  ["check", "--device", "gpu"], ["list", "--jobs", "3"]])
+def test_help_and_usage_errors_read_in_chinese_with_argparse_own_words(argv, capsys, monkeypatch):
+    """`--help` and argparse's own errors ("the following arguments are required") in the reader's language: the
+    kit's help texts through its catalog, argparse's words through its gettext domain (grader/locale/zh/argparse.po)."""
+    monkeypatch.setenv("GRADER_LANG", "zh")
+    with pytest.raises(SystemExit):
+        main(argv)
+    shown = capsys.readouterr()
+    text = shown.out + shown.err
+    assert "用法" in text or "错误：" in text, text
+    assert not re.search(r"[\u4e00-\u9fff]:$", text, re.M), "a Chinese heading ends with a full-width colon"
+    english = re.findall(r"\b(?:usage|options|positional|required|invalid|unrecognized|grade|write|error)\b", text)
+    assert not english, (english, text)
+    with pytest.raises(SystemExit):
+        main([*argv, "--lang", "en"])
+    assert re.search(r"usage: |error: ", "".join(capsys.readouterr())), "English back with --lang en"
+
+
+def test_argparse_catalog_has_argparses_words_with_their_placeholders():
+    import argparse
+    import inspect
+
+    with (REPO / "grader/locale/zh/LC_MESSAGES/argparse.po").open("rb") as handle:
+        translated = {m.id if isinstance(m.id, str) else m.id[0]: m.string for m in read_po(handle, locale="zh")
+                      if m.id}
+    source = inspect.getsource(argparse)
+    for message, text in translated.items():
+        assert repr(message)[1:-1] in source or message in source, f"not one of argparse's messages: {message!r}"
+        shown = text if isinstance(text, str) else text[0]
+        assert set(re.findall(r"%\(\w+\)[sr]|%[sr]", message)) == set(re.findall(r"%\(\w+\)[sr]|%[sr]", shown))
+        shown.encode("gb2312")
 
 
 def test_the_score_table_reads_in_chinese_and_in_english(tmp_path):
