@@ -177,6 +177,15 @@ def _close_up(template: str, fields: Mapping[str, object]) -> str:
     return template
 
 
+_FULL_WIDTH_STOPS = "。！？：；，、"
+
+
+def typeset(text: str) -> str:
+    """`text` with no space after Chinese full-width punctuation, where sentences joined as English joins them put
+    one ("。 提示：" reads "。提示："); text without that punctuation is left as it is."""
+    return re.sub(f"(?<=[{_FULL_WIDTH_STOPS}])[ \t]+(?=\\S)", "", text)
+
+
 def listed(names: Sequence[str]) -> str:
     """"a", "a and b", "a, b and c", in the language in use."""
     names = list(names)

@@ -18,7 +18,7 @@ from grader.grade.reports import GradeReport
 from grader.grade.results import ExerciseStatus
 from grader.grade.scoring import TestResult
 from grader.intake.submission import Submission
-from grader.lang import N_, listed, tr
+from grader.lang import N_, listed, tr, typeset
 from grader.student.next_step import NextStep, next_step, say_next
 from grader.text import clean
 
@@ -104,7 +104,7 @@ def _hint_once(message: str, shown: set[str]) -> str:
     if not hint:
         return message
     if hint in shown:
-        return head + " " + tr("Hint: as above.")
+        return typeset(head + " " + tr("Hint: as above."))
     shown.add(hint)
     return message
 

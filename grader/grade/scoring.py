@@ -31,7 +31,7 @@ from grader.grade.results import (  # noqa: F401 - re-exported: what scoring yie
     TestOutcome,
     TestResult,
 )
-from grader.lang import listed, tr
+from grader.lang import listed, tr, typeset
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,13 @@ def score(json_report: PytestJsonReport, exercise_ids: list[str], missing: froze
         mine = [raw for raw in raws if raw.exercise == exercise_id]
         results.append(_exercise(exercise_id, mine, broken.get(exercise_id)))
     marked = _mark_blocked(not_submitted(results, missing), uses or {}, tested)
-    return [result for result in marked if result.id in exercise_ids]
+    return [_typeset(result) for result in marked if result.id in exercise_ids]
+
+
+def _typeset(result: ExerciseResult) -> ExerciseResult:
+    """The result with its tests' messages set as their language wants: sentences joined after a Chinese full stop
+    or colon have no space between them (the judge's and this module's "message + hint" joins put one)."""
+    return replace(result, tests=tuple(replace(test, message=typeset(test.message)) for test in result.tests))
 
 
 def not_submitted(results: list[ExerciseResult], missing: frozenset[str]) -> list[ExerciseResult]:

@@ -112,8 +112,9 @@ def _describe_failure(error: object, what: str, limits: Limits, importing: bool)
     if isinstance(where, dict) and where.get("file"):
         # Python's own location, ending a SyntaxError's words, is said once: ours, with the line's code, follows.
         message = message.removesuffix(f" ({where['file']}, line {where.get('line')})")
-        location = (tr(" ({file}, line {line}: {code})", file=where["file"], line=where.get("line"),
-                       code=str(where["code"])[:160]) if where.get("code")
+        code = str(where.get("code") or "")
+        location = (tr(" ({file}, line {line}: `{code}`)", file=where["file"], line=where.get("line"),
+                       code=code if len(code) <= 160 else code[:159] + "…") if code
                     else tr(" ({file}, line {line})", file=where["file"], line=where.get("line")))
     if kind == "NotImplementedError":
         return NotImplementedYet(tr("{what} is not implemented yet: {detail}", what=what, detail=message) if message

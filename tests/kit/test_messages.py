@@ -328,3 +328,26 @@ def test_a_hint_that_closes_every_failure_of_an_exercise_is_said_once_in_the_ter
     shown = console.export_text()
     assert shown.count(cause) == 1 and shown.count("Hint: as above.") == 2 and "Hint: another cause." in shown
     assert all(test.message in messages for test in report.exercises[0].tests)  # the report itself is unchanged
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_a_line_of_the_submission_is_quoted_as_code_and_chinese_sentences_close_up(language, monkeypatch):
+    """A line of code in a message is in backticks, never inside the sentence's own brackets, where `T = x.size(1)`
+    would read `T = x.size(1` in Chinese (its bracket taken for the sentence's); and Chinese sets no space after a
+    full stop or colon where sentences are joined English-fashion ("。 提示：")."""
+    from grader import lang
+    from grader.grade.scoring import score
+    from grader.host.failures import submission_failure
+    from grader.host.limits import Limits
+
+    monkeypatch.setattr(lang, "_active", lang.translations(language))
+    error = {"type": "RuntimeError", "message": "boom", "where": {"file": "masking.py", "line": 42,
+                                                                  "code": "T = x.size(1)"}}
+    shown = str(submission_failure(error, "causal_mask", Limits.from_environment()))
+    assert "`T = x.size(1)`" in shown and ("line 42" if language == "en" else "第 42 行") in shown, shown
+    message = lang.tr("{name} has shape {shape}, expected {expected}.", name="out", shape=(2,), expected=(3,))
+    report = {"tests": [{"nodeid": "tests/public/test_masking.py::test_x", "outcome": "failed",
+                         "metadata": {"exercise": "masking", "message": message + " " + lang.tr("Hint: as above.")}}]}
+    [result] = score(report, ["masking"])
+    joined = result.tests[0].message
+    assert ("。提" in joined and "。 " not in joined) if language == "zh" else ". Hint" in joined, joined
