@@ -158,6 +158,13 @@ def tr(message: str, /, **fields: object) -> str:
     return _FORMAT.vformat(_close_up(text, fields), (), fields) if fields else text
 
 
+def plural(count: int, one: str, many: str, /, **fields: object) -> str:
+    """`one` or `many` as English chooses by `count` (ngettext's choice, for the two forms English has), in the
+    language in use, `{count}` filled; both are catalog messages, marked with `N_` where they are written (Chinese
+    gives each the same words)."""
+    return tr(one if count == 1 else many, count=count, **fields)
+
+
 _HAN = "\u4e00-\u9fff"  # CJK unified ideographs: what Chinese text is made of
 
 

@@ -30,7 +30,7 @@ from grader.host.limits import Limits, WorkerStartError
 from grader.host.session import GradingSession
 from grader.judge.plugin import PreparedSession
 from grader.judge.reach import used_names
-from grader.lang import tr
+from grader.lang import N_, plural, tr
 
 
 class _Progress:
@@ -244,8 +244,11 @@ def _report(json_report: JSONReport, session: GradingSession, selection: Selecti
     if tier != "bubblewrap":
         warnings[:0] = tiers.warnings(tier, session.exposed())
     if budget is not None and budget.used_up:
-        warnings.append(tr("{budget}: {count} test(s) were not run and score 0; grade with a larger --timeout to run "
-                           "them all", budget=budget.message, count=budget.tests_not_run))
+        warnings.append(plural(
+            budget.tests_not_run,
+            N_("{budget}: 1 test was not run and scores 0; grade with a larger --timeout to run it"),
+            N_("{budget}: {count} tests were not run and score 0; grade with a larger --timeout to run them all"),
+            budget=budget.message))
     return GradeReport(
         submission=str(session.path),
         suite=selection.suite,

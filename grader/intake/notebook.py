@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 from grader.curriculum import EXERCISES
-from grader.lang import tr
+from grader.lang import N_, plural, tr
 from grader.text import clean
 
 MAX_NOTEBOOK_BYTES = 32 * 2**20  # outputs (plots) make notebooks large; only the code cells are kept
@@ -151,9 +151,12 @@ def extract(found: list[Cell]) -> Extracted:
     if parsed.left_out or parsed.cells_left_out:
         taken = sum(1 for d in parsed.definitions.values() if d.code)
         extracted.notes.append(tr(
-            "from {cells} code cells: took {taken} definitions and the imports they use; left out {left_out} "
-            "top-level statements that run code (in {cells_left_out} cells)", cells=len(found), taken=taken,
-            left_out=parsed.left_out, cells_left_out=len(parsed.cells_left_out)))
+            "from {cells}: took {taken} and the imports they use; left out {left_out} (in {cells_left_out})",
+            cells=plural(len(found), N_("1 code cell"), N_("{count} code cells")),
+            taken=plural(taken, N_("1 definition"), N_("{count} definitions")),
+            left_out=plural(parsed.left_out, N_("1 top-level statement that runs code"),
+                            N_("{count} top-level statements that run code")),
+            cells_left_out=plural(len(parsed.cells_left_out), N_("1 cell"), N_("{count} cells"))))
     return extracted
 
 

@@ -18,7 +18,7 @@ from grader.inside.shared import instrument
 from grader.judge.expect import expect_tensor, hint_suffix
 from grader.judge.measures import count_ops  # noqa: F401  (grader.judge.diagnosis imports it from here)
 from grader.judge.structure import describe  # noqa: F401  (grader.judge.diagnosis imports it from here)
-from grader.lang import N_, tr
+from grader.lang import N_, plural, tr
 
 EPS32 = torch.finfo(torch.float32).eps
 
@@ -73,8 +73,9 @@ def assert_close(
     if bad_nan.any():
         index = _index(bad_nan)
         raise AssertionError(
-            tr("{name} has {count} NaN value(s), first at index {index}; expected {expected}.", name=name,
-               count=int(bad_nan.sum()), index=index, expected=format(expected_d[index].item(), ".6g"))
+            plural(int(bad_nan.sum()), N_("{name} has 1 NaN value, at index {index}; expected {expected}."),
+                   N_("{name} has {count} NaN values, first at index {index}; expected {expected}."), name=name,
+                   index=index, expected=format(expected_d[index].item(), ".6g"))
             + hint_suffix(tr(NAN_HINT))
         )
     error = (actual_d - expected_d).abs()

@@ -283,7 +283,7 @@ JUDGE_MESSAGES = (
     "{name} differs from the expected value at index {index}: got {got}, expected {expected} (error {error}, "
     "tolerance {tolerance}); {count} of {total} values are off.",
     "{name} has shape {shape}, expected {expected}.",
-    "{name} has {count} NaN value(s), first at index {index}; expected {expected}.",
+    "{name} has 1 NaN value, at index {index}; expected {expected}.",
     "{name} should be a torch.Tensor, got {kind}",
     "{what} differs from the contract's: {found}.",
     "{what} dropped {dropped} of {seen} {site} ({rate}), where dropout with p = {p} drops {about}.",
@@ -348,7 +348,7 @@ def test_the_judges_feedback_reads_in_chinese_and_exactly_as_before_in_english()
         "close": "weights differs from the expected value at index (1,): got 0.25, expected 0.75 (error 0.5, "
                  "tolerance 0.001); 1 of 2 values are off. Hint: rows sum to 1.",
         "shape": "out has shape (2, 3), expected (3, 2).",
-        "nan": "p_attn has 1 NaN value(s), first at index (0,); expected 0. Hint: a softmax gives NaN where every "
+        "nan": "p_attn has 1 NaN value, at index (0,); expected 0. Hint: a softmax gives NaN where every "
                "value it normalises is -inf (is it over the keys, dim=-1, and can a whole row be masked?), and exp() "
                "overflows to inf then NaN.",
         "tensor": "attention() should be a torch.Tensor, got a tuple of 2 values",
@@ -361,7 +361,7 @@ def test_the_judges_feedback_reads_in_chinese_and_exactly_as_before_in_english()
     assert zh["close"] == ("weights 在索引 (1,) 处与期望值不符：得到 0.25，应为 0.75（误差 0.5，容差 0.001）；"
                            "2 个值中有 1 个超出容差。 提示：rows sum to 1."), zh["close"]
     assert zh["shape"] == "out 的形状是 (2, 3)，应为 (3, 2)。", zh["shape"]
-    assert zh["nan"].startswith("p_attn 中有 1 个 NaN 值，第一个位于索引 (0,)；此处应为 0。 提示：softmax 所归一化"), \
+    assert zh["nan"].startswith("p_attn 中有 1 个 NaN 值，位于索引 (0,)；此处应为 0。 提示：softmax 所归一化"), \
         zh["nan"]
     assert zh["tensor"] == "attention() 应为 torch.Tensor，实际得到的是一个包含 2 个值的 tuple", zh["tensor"]
     assert zh["tuple"] == "attention() 应返回包含 2 个值的元组，实际得到的是一个形状为 (2,) 的张量", zh["tuple"]

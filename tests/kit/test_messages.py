@@ -302,7 +302,7 @@ def test_a_nan_gets_the_hint_for_a_nan_not_the_tests_hint_for_wrong_values():
     with pytest.raises(AssertionError) as failure:
         assert_close(got, torch.tensor([0.5, 0.0]), atol=0.0, name="weights of blocked keys",
                      hint="mask is a keep mask: set scores where mask == 0 to -inf before the softmax.")
-    assert "1 NaN value(s)" in str(failure.value) and NAN_HINT in str(failure.value)
+    assert "1 NaN value," in str(failure.value) and NAN_HINT in str(failure.value)
     assert "keep mask" not in str(failure.value), str(failure.value)
 
 
@@ -351,3 +351,21 @@ def test_a_line_of_the_submission_is_quoted_as_code_and_chinese_sentences_close_
     [result] = score(report, ["masking"])
     joined = result.tests[0].message
     assert ("。提" in joined and "。 " not in joined) if language == "zh" else ". Hint" in joined, joined
+
+
+def test_a_count_agrees_with_its_noun_in_english_and_reads_the_same_in_chinese(monkeypatch):
+    """"1 NaN value" and "144 NaN values", never "value(s)": English's two forms chosen by the count (lang.plural)."""
+    from grader import lang
+    from grader.judge.checks import assert_close
+
+    for language, one, many in (("en", "has 1 NaN value, at", "has 144 NaN values, first at"),
+                                ("zh", "中有 1 个 NaN 值", "中有 144 个 NaN 值")):
+        monkeypatch.setattr(lang, "_active", lang.translations(language))
+        for count, said in ((1, one), (144, many)):
+            out = torch.zeros(200)
+            out[:count] = float("nan")
+            with pytest.raises(AssertionError) as failure:
+                assert_close(out, torch.zeros(200), atol=1e-6, name="out")
+            assert said in str(failure.value) and "(s)" not in str(failure.value), str(failure.value)
+        cells = lang.plural(1, lang.N_("1 code cell"), lang.N_("{count} code cells"))
+        assert cells == {"en": "1 code cell", "zh": "1 个代码单元格"}[language], cells

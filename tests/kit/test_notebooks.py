@@ -265,7 +265,7 @@ def test_a_constant_is_kept_only_when_its_annotation_runs_no_code_either():
     source = made.files["attention.py"].decode()
     assert "STEPS: int = 3" in source and "SHIFT: math.tau = 1" in source, "a plain annotation should be kept"
     assert "exec" not in source and "SCALE:" not in source, source
-    assert "left out 1 top-level statements that run code (in 1 cells)" in made.notes[0], made.notes
+    assert "left out 1 top-level statement that runs code (in 1 cell)" in made.notes[0], made.notes
     assert notebook.script([notebook.Cell("cell 1 of lab.ipynb", "X: exec('1') = 1\nY: float = 2.0")])[1] == ["Y"]
 
 
