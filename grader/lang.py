@@ -198,4 +198,5 @@ def listed(names: Sequence[str]) -> str:
     names = list(names)
     if len(names) < 2:
         return "".join(names)
-    return tr("{first} and {last}", first=", ".join(names[:-1]), last=names[-1])
+    # Translators: the comma between names of a list (Chinese lists with 、).
+    return tr("{first} and {last}", first=tr(", ").join(names[:-1]), last=names[-1])

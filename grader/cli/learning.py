@@ -11,6 +11,7 @@ from rich.panel import Panel
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 
+from grader.cli.breaking import markdown
 from grader.cli.parse import EXIT_FAIL_UNDER, EXIT_OK, default_submission, die, existing_submission
 from grader.cli.render import SUITES, marks_for, points, status_style
 from grader.curriculum import BY_ID, EXERCISES
@@ -94,11 +95,9 @@ def hint_command(args: argparse.Namespace, console: Console) -> int:
     else:
         footer = tr("Run `grader hint {exercise}` again for a more concrete hint ({count} more).", exercise=exercise,
                     count=count - level)
-    from rich.markdown import Markdown  # here: it costs 50 ms, and only `grader hint` renders Markdown
-
     # The hint in the reader's language (grader.po has each one); the separator one the console can write.
     title = f"[bold]{exercise}[/] {marks_for(console).separator} "
-    console.print(Panel(Markdown(tr(hints[level - 1]), code_theme="monokai"),
+    console.print(Panel(markdown(tr(hints[level - 1]), code_theme="monokai"),
                         title=title + tr("hint {level} of {count}", level=level, count=count), title_align="left",
                         subtitle=footer, subtitle_align="left", padding=(1, 1)))
     try:

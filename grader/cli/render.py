@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,6 +14,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from grader.cli.breaking import Paragraph
 from grader.curriculum import BY_ID
 from grader.grade import markers
 from grader.grade.reports import GradeReport
@@ -114,11 +117,14 @@ def points(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
-def say(console: Console, markup: str, *, indent: int = 0) -> None:
-    """One line of feedback: in a terminal, wrapped at word boundaries with its indent kept on every line; elsewhere
-    (a file, a pipe, CI's log) one line, whatever its length, so that it reads and greps whole."""
+def say(console: Console, markup: str, *, indent: int = 0, keep: Sequence[str] = ()) -> None:
+    """One line of feedback: in a terminal, wrapped where a reader expects (at spaces, between Chinese characters,
+    never inside a word or a name in `keep`) with its indent kept on every line; elsewhere (a file, a pipe, CI's log)
+    one line, whatever its length, so that it reads and greps whole."""
     if console.is_terminal:
-        console.print(Padding(Text.from_markup(markup), (0, 0, 0, indent)))
+        text = Text.from_markup(markup)
+        code = re.findall(r"`[^`\n]+`", text.plain)  # quoted code, kept whole as a name is
+        console.print(Padding(Paragraph(text, keep=[*keep, *code]), (0, 0, 0, indent)))
     else:
         console.print(" " * indent + markup, soft_wrap=True)
 
@@ -137,7 +143,7 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False, file
     suite = tr("{suite} tests", suite=tr(SUITES.get(report.suite, report.suite)))
     say(console, f"[italic]{escape(report.submission)} {dot} {suite} {dot} {report.device}[/]")
     table = Table()
-    table.add_column(tr("Exercise"))
+    table.add_column(tr("Exercise"), no_wrap=True)  # an identifier: never cut
     table.add_column(tr("Tests"), justify="right")
     table.add_column(tr("Points"), justify="right")
     table.add_column(tr("Status"))
@@ -173,19 +179,19 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False, file
                         else tr("counts once {names} passes", names=names))
                 # Pending, not failed on its own: fixing what it checks shows as ✘ turning into ◐.
                 pending = f"[yellow]{marks.partial}[/] [bold]{escape(_short(test.name))}[/] [dim]({exercise.id})[/]"
-                say(console, f"{pending} [dim]{once}[/]")
+                say(console, f"{pending} [dim]{once}[/]", keep=[_short(test.name), *waits])
                 continue
-            say(console, name)
-            for line in _hint_once(test.message, hints_shown).splitlines():
-                say(console, escape(line), indent=4)
+            say(console, name, keep=[_short(test.name)])
+            for line in typeset(_hint_once(test.message, hints_shown)).splitlines():
+                say(console, escape(line), indent=4, keep=[_short(test.name)])
             if same:
                 shown_names = ", ".join(_short(other.name) for other in same[:3]) + (", ..." if len(same) > 3 else "")
                 more = (tr("and 1 more test fails the same way: {names}", names=escape(shown_names)) if len(same) == 1
                         else tr("and {count} more tests fail the same way: {names}", count=len(same),
                                 names=escape(shown_names)))
-                say(console, f"[dim]{more}[/]", indent=4)
+                say(console, f"[dim]{more}[/]", indent=4, keep=[_short(other.name) for other in same[:3]])
     step = step or next_step(report.exercises)
-    line = escape(clean(say_next(step, files, watching=watching), newlines=False))
+    line = escape(clean(typeset(say_next(step, files, watching=watching)), newlines=False))
     if step.exercise is None and not step.unseen:
         say(console, f"[green]{marks.passed} {line}[/]")
     elif step.status == ExerciseStatus.NOT_STARTED:

@@ -4,6 +4,7 @@ SyntaxError, a corrupt zip, a GPU that is not there, a terminal that cannot show
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import time
@@ -369,3 +370,62 @@ def test_a_count_agrees_with_its_noun_in_english_and_reads_the_same_in_chinese(m
             assert said in str(failure.value) and "(s)" not in str(failure.value), str(failure.value)
         cells = lang.plural(1, lang.N_("1 code cell"), lang.N_("{count} code cells"))
         assert cells == {"en": "1 code cell", "zh": "1 个代码单元格"}[language], cells
+
+
+_CJK = "\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef"
+
+
+@pytest.mark.parametrize("width", [60, 80])
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_the_terminal_breaks_lines_between_chinese_characters_and_never_inside_a_name(language, width, monkeypatch):
+    """At 60 and 80 columns, in both languages: every line fits; Chinese fills each line, broken between characters
+    (rich alone breaks only at spaces, leaving a gap as long as a sentence); no word, identifier or test name is cut
+    (`cross-attenti` / `on`), a name too long for a line broken only at its own spaces."""
+    import re
+
+    from rich.cells import cell_len
+    from rich.console import Console
+
+    from grader import lang
+    from grader.cli.render import render
+    from grader.grade.reports import GradeReport
+    from grader.grade.results import ExerciseResult
+    from grader.grade.results import TestOutcome as Outcome
+    from grader.grade.results import TestResult as Result_
+    from grader.judge.checks import NAN_HINT
+
+    monkeypatch.setattr(lang, "_active", lang.translations(language))
+    hint = lang.tr("Hint: {hint}", hint=lang.tr(NAN_HINT))
+    messages = [lang.tr("{name} has {count} NaN values, first at index {index}; expected {expected}.", name="p_attn",
+                        count=144, index=(0, 3), expected=0) + " " + hint,
+                lang.tr("{name} differs from the expected value at index {index}: got {got}, expected {expected} "
+                        "(error {error}, tolerance {tolerance}); {count} of {total} values are off.",
+                        name="MultiHeadAttention.forward(q, kv, kv)", index=(1, 4, 2), got=0.25, expected=0.75,
+                        error=0.5, tolerance=0.001, count=12, total=480)]
+    names = ["test_output_has_the_shape_of_the_queries[cross-attention, T_q != T_k]",
+             "test_future_tokens_do_not_leak_through_the_mask[cross-attention]"]
+    tests = tuple(Result_(f"public/test_multi_head_attention.py::{name}", Outcome.FAILED, 0.0, 1.0, message)
+                  for name, message in zip(names, messages, strict=True))
+    report = GradeReport("s", "public", "cpu", 1.0, "2.13.0", (ExerciseResult("multi_head_attention", 0.0, 10.0,
+                                                                                     tests),))
+    console = Console(record=True, width=width, color_system=None, force_terminal=True)
+    render(report, console)
+    lines = console.export_text().splitlines()
+    assert all(cell_len(line) <= width for line in lines), lines
+    assert not re.search("[。：；，] +\\S", "\n".join(lines)), lines  # no space after full-width punctuation
+    assert all(any(code in line for line in lines) for code in ("`grader hint multi_head_attention`",)), lines
+    for name in names:
+        pieces = [name] if cell_len(name) + 2 <= width else re.split(r" |(?=\[)", name)
+        assert all(any(piece in line for line in lines) for piece in pieces), (name, lines)
+    feedback = [line.rstrip() for line in lines if line.startswith("    ")]
+    for message in messages:
+        for word in re.findall(f"[^\\s{_CJK}]+", message):
+            assert any(word in line for line in feedback), (word, feedback)
+    for line, after in itertools.pairwise(lines):  # the lines of one message: each but the last is full
+        if not (line.startswith("    ") and after.startswith("    ")):
+            continue
+        line = line.rstrip()
+        following = after.strip()
+        first = following[0] if re.match(f"[{_CJK}]", following) else re.match(f"[^\\s{_CJK}]+", following).group()
+        # Chinese punctuation never starts a line, so a character may go down with it: a gap of a few cells at most.
+        assert width - cell_len(line) < cell_len(first) + 1 + 4, (line, after)
