@@ -87,6 +87,20 @@ class Paragraph(Text):
         return lines
 
 
+BULLETS = (" • ", " ・", " - ")  # each three cells wide: ・ is a full-width character
+
+
+def bullet_for(encoding: str) -> str:
+    """The first of `BULLETS` a console writing `encoding` can show."""
+    for bullet in BULLETS:
+        try:
+            bullet.encode(encoding)
+        except (UnicodeEncodeError, LookupError):
+            continue
+        return bullet
+    return BULLETS[-1]
+
+
 def markdown(text: str, **options: Any) -> ConsoleRenderable:
     """Rich's `Markdown` of `text`, its paragraphs wrapped as `Paragraph`s, each inline code span kept whole."""
     return _markdown_class()(text, **options)
@@ -102,8 +116,16 @@ def _markdown_class() -> type:
             code = [self.text.plain[span.start:span.end] for span in self.text.spans if span.style == "markdown.code"]
             yield Paragraph(self.text, keep=code)
 
+    class Item(markdown.ListItem):
+        def render_bullet(self, console: Console, options: ConsoleOptions) -> RenderResult:
+            # rich's " • " prints as " ? " on a GB2312 console (Chinese Windows'): the first bullet it can write.
+            lines = super().render_bullet(console, options)
+            bullet = bullet_for(console.encoding)
+            for segment in lines:
+                yield segment._replace(text=bullet) if segment.text == " • " else segment
+
     class Markdown(markdown.Markdown):
-        elements: ClassVar[dict[str, type[markdown.MarkdownElement]]] = {**markdown.Markdown.elements,
-                                                                          "paragraph_open": Prose}
+        elements: ClassVar[dict[str, type[markdown.MarkdownElement]]] = {
+            **markdown.Markdown.elements, "paragraph_open": Prose, "list_item_open": Item}
 
     return Markdown

@@ -429,3 +429,26 @@ def test_the_terminal_breaks_lines_between_chinese_characters_and_never_inside_a
         first = following[0] if re.match(f"[{_CJK}]", following) else re.match(f"[^\\s{_CJK}]+", following).group()
         # Chinese punctuation never starts a line, so a character may go down with it: a gap of a few cells at most.
         assert width - cell_len(line) < cell_len(first) + 1 + 4, (line, after)
+
+
+@pytest.mark.parametrize(("encoding", "bullet"), [("utf-8", "•"), ("gb2312", "・"), ("ascii", "-")])
+def test_a_hints_bullets_survive_the_consoles_encoding(encoding, bullet, monkeypatch):
+    """rich's Markdown bullet "•" is not in GB2312 and printed as "?" on a Chinese Windows console."""
+    import io
+
+    from rich.console import Console
+    from rich.panel import Panel
+
+    from grader import lang
+    from grader.cli.breaking import markdown
+    from grader.student.hints import HINTS
+
+    monkeypatch.setattr(lang, "_active", lang.translations("zh"))
+    hint = next(lang.tr(text) for text in HINTS["attention"] if "\n- " in text)
+    written = io.TextIOWrapper(io.BytesIO(), encoding=encoding, errors="replace")
+    Console(file=written, width=60, color_system=None, force_terminal=True).print(Panel(markdown(hint)))
+    written.flush()
+    shown = written.buffer.getvalue().decode(encoding)
+    items = [line for line in shown.splitlines() if line.lstrip("|│ ").startswith(bullet)]
+    assert len(items) == hint.count("\n- "), shown
+    assert "?" not in shown or encoding == "ascii", shown
