@@ -5,7 +5,7 @@ Feedback is written in English and shown in the student's language (grader.lang)
 constant is marked `N_("...")`, and the helpers' `name=`, `what=` and `hint=` take plain English, which they
 translate themselves (grader.extract finds all of these for the catalog).
 
-The checks live in grader/judge/ (`checks`, `expect`, `structure`, `measures`, `dropout`, `rates`,
+The checks live in grader/judge/ (`checks`, `claims`, `expect`, `structure`, `measures`, `dropout`, `rates`,
 `branches`);
 the failures a call into the submission raises in `grader.host.failures`; the capstone's task (shared
 with the worker) in `grader.inside.shared.capstone`.
@@ -20,6 +20,7 @@ from grader.inside.shared import capstone
 from grader.inside.shared.capstone import FIRST_DATA_TOKEN, copy_batch, derangement, shifted
 from grader.judge.branches import branch_weights, expect_branch_dropped
 from grader.judge.checks import EPS32, assert_close, float64, golden, manual_seed, random_keep_mask, tolerance
+from grader.judge.claims import gradient_hint, only_match
 from grader.judge.dropout import explained_by_weight_dropout, unexplained_by_weight_dropout, uniform_causal
 from grader.judge.expect import expect_tensor, expect_tuple, hint_suffix
 from grader.judge.measures import Gradients, OpCount, backward, count_ops, fresh_worker
@@ -52,10 +53,12 @@ __all__ = [
     "float64",
     "fresh_worker",
     "golden",
+    "gradient_hint",
     "greedy_copy",
     "hint_suffix",
     "load_parameters",
     "manual_seed",
+    "only_match",
     "random_keep_mask",
     "shifted",
     "tolerance",

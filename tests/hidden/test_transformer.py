@@ -25,9 +25,11 @@ from grader.testing import (
     expect_tensor,
     float64,
     golden,
+    gradient_hint,
     greedy_copy,
     hint_suffix,
     load_parameters,
+    only_match,
     shifted,
     tolerance,
     tr,
@@ -220,13 +222,16 @@ def test_embeddings_are_scaled_by_sqrt_d_model(impl, ref, device, seed):
     got = call(m, "encode", src)
     hint = tr("encode and decode multiply the embeddings by math.sqrt(d_model) BEFORE adding the positions: with "
               "embeddings of std 1/sqrt(d_model) both then have size about 1 and neither drowns the other.")
-    mistakes = ((1.0, N_("your embeddings are not scaled at all. {hint}")),
-                (float(D_MODEL), N_("your embeddings are scaled by d_model, not sqrt(d_model). {hint}")))
-    with torch.no_grad(), float64(r):
-        for scale, mistake in mistakes:
-            x = r.pos(r.src_embed(src) * scale)
-            if torch.allclose(got.double(), r.encoder(x), atol=1e-4):
-                hint = tr(mistake, hint=hint)
+    causes = {(1.0, 1.0): N_("your embeddings are not scaled at all. {hint}"),
+              (float(D_MODEL), 1.0): N_("your embeddings are scaled by d_model, not sqrt(d_model). {hint}"),
+              (1.0, math.sqrt(D_MODEL)): N_("your embeddings are scaled by sqrt(d_model) after the positions are "
+                                            "added, not before. {hint}"),
+              (math.sqrt(D_MODEL), 1.0): ""}
+    with torch.no_grad(), float64(r):  # a cause is named where the output matches it alone (claims.only_match)
+        outputs = {(scale, after): r.encoder(r.pos(r.src_embed(src) * scale) * after) for scale, after in causes}
+    cause = only_match(got, outputs, atol=1e-4)
+    if cause is not None and causes[cause]:
+        hint = tr(causes[cause], hint=hint)
     assert_close(got, want.float(), atol=tolerance(r.encode(src), want), name="encode(src)", hint=hint)
 
 
@@ -263,10 +268,11 @@ def test_every_parameter_gets_the_golden_gradient(impl, ref, device, seed):
         grad = got.parameters.get(name)
         assert grad is not None, tr("no gradient reached {name}: use it in forward, without .detach() or "
                                     "torch.no_grad()", name=name)
-        assert_close(grad, want.float(), atol=tolerance(ref32.parameters[name], want),
-                     name=tr("gradient of {name}", name=name),
-                     hint="the logits are right, so look for a .detach(), torch.no_grad() or an in-place edit "
-                          "of a parameter in forward.")
+        atol = tolerance(ref32.parameters[name], want)
+        assert_close(grad, want.float(), atol=atol, name=tr("gradient of {name}", name=name),
+                     hint=gradient_hint(grad, want, atol=atol, name=name, scattered=N_(
+                         "the logits are right, so look for a .detach(), torch.no_grad() or an in-place edit of a "
+                         "parameter in forward.")))
 
 
 # --- greedy decoding ---------------------------------------------------------------------------

@@ -192,6 +192,43 @@ def test_held_out_mistake_loses_points_and_is_told_no_wrong_cause(grade_variant,
     assert not any(e["diagnosed"] for e in run.report["exercises"]), run.report["exercises"]
 
 
+# Every hint that claims a cause from what the output matches (grader/judge/claims.py), by a phrase of its English
+# text, and the variants that make that mistake: no other may be told it; each of these is told it.
+CLAIMS: dict[str, frozenset[str]] = {
+    "It matches the output when the embeddings are not multiplied by sqrt(d_model).": frozenset({
+        "transformer/embeddings_not_scaled", "transformer/only_the_source_embeddings_scaled"}),
+    "It matches the output when the embeddings are multiplied by d_model instead of sqrt(d_model).": frozenset({
+        "transformer/scaled_by_d_model"}),
+    "It matches the output when the positional encoding is not added.": frozenset({
+        "transformer/no_positions_at_all", "transformer/no_positions_on_target"}),
+    "It matches the output when the embeddings are multiplied by sqrt(d_model) after the positions": frozenset({
+        "transformer/embeddings_scaled_after_the_positions"}),
+    "your embeddings are not scaled at all.": frozenset({"transformer/embeddings_not_scaled"}),
+    "your embeddings are scaled by d_model, not sqrt(d_model).": frozenset({"transformer/scaled_by_d_model"}),
+    "your embeddings are scaled by sqrt(d_model) after the positions": frozenset({
+        "transformer/embeddings_scaled_after_the_positions"}),
+    "that is post-norm": frozenset({"sublayers/post_norm"}),
+    "Yours sum to 1 over the vocabulary": frozenset({"transformer/softmax_before_returning_logits"}),
+    "a frozen row, as padding_idx": frozenset({"transformer/padding_idx_on_the_embeddings"}),
+    "a frozen column, as a mask": frozenset(),
+}
+
+
+@pytest.mark.parametrize("variant", [*mistakes(), *held_out_mistakes()], ids=_id)
+def test_a_claimed_cause_is_the_mistake_made(grade_variant, variant: Variant):
+    """A hint that says the output matches some mistake fires only for a submission that made it (issue 47): every
+    catalogued and held-out mistake's messages, from the gradings above (none of its own), read for each claim. A
+    held-out mistake is told its claims; a catalogued one reads its diagnosis in the hints' place."""
+    exercise, run = grade_variant(variant)
+    told = {claim for claim in CLAIMS for t in run.lost_tests(exercise) if claim in t["message"]}
+    wrong = {claim for claim in told if _id(variant) not in CLAIMS[claim]}
+    assert not wrong, f"{_id(variant)} told a cause it did not make, {sorted(wrong)}:\n{run.feedback(exercise)}"
+    if variant.diagnosis is not None:
+        return
+    missing = {claim for claim, made in CLAIMS.items() if _id(variant) in made} - told
+    assert not missing, f"{_id(variant)} not told {sorted(missing)}:\n{run.feedback(exercise)}"
+
+
 def _diagnoses_of_a_lost_exercise(run, variant: Variant) -> list[str]:
     """The Diagnosis lines of the variant's exercise, which it must have lost points in, every lost test saying why."""
     exercise = exercise_of(variant)

@@ -2,7 +2,8 @@
 
 Run them with `grader check transformer`. They need no reference solution: with the output projection
 of every attention and feed-forward sublayer set to 0, each layer passes its input through unchanged,
-so encode and decode reduce to LayerNorm(embedding * sqrt(d_model) + pe), computed here by hand.
+so encode and decode reduce to LayerNorm(embedding * sqrt(d_model) + pe), computed here by hand (plus the
+feed-forward's bias once per layer where that bias is drawn: a LayerNorm hides a scale, a bias shows it).
 (PYTEST_DONT_REWRITE: the messages below are the whole feedback.)
 """
 
@@ -21,6 +22,7 @@ from grader.testing import (
     expect_tensor,
     hint_suffix,
     load_parameters,
+    only_match,
     tr,
 )
 
@@ -50,15 +52,16 @@ def load(m, weights):
                                   "layers.0.feed_forward.w2, ...)"))
 
 
-def pass_through_weights(device):
-    """Every sublayer's output projection 0 (each layer passes x through), a known table pe, random embeddings."""
+def pass_through_weights(device, shift=None):
+    """Every sublayer's output projection 0 (each layer passes x through, or adds `shift`, the feed-forward's bias
+    w2.bias, where given), a known table pe, random embeddings."""
     zero = {}
     for i in range(N_LAYERS):
         for side, attentions in (("encoder", ("self_attn",)), ("decoder", ("self_attn", "cross_attn"))):
             for attention in attentions:
                 zero[f"{side}.layers.{i}.{attention}.wo.weight"] = torch.zeros(D_MODEL, D_MODEL)
             zero[f"{side}.layers.{i}.feed_forward.w2.weight"] = torch.zeros(D_MODEL, D_FF)
-            zero[f"{side}.layers.{i}.feed_forward.w2.bias"] = torch.zeros(D_MODEL)
+            zero[f"{side}.layers.{i}.feed_forward.w2.bias"] = torch.zeros(D_MODEL) if shift is None else shift
     for side in ("encoder", "decoder"):
         zero[f"{side}.norm.weight"], zero[f"{side}.norm.bias"] = torch.ones(D_MODEL), torch.zeros(D_MODEL)
     zero["pos.pe"] = sinusoids(MAX_SEQ_LEN, D_MODEL)
@@ -68,12 +71,15 @@ def pass_through_weights(device):
     return {name: value.to(device) for name, value in zero.items()}
 
 
-def by_hand(weights, embed, tokens, scale=SCALE, positions=True):
-    """LayerNorm(embed[tokens] * scale + pe[:, :T]): encode or decode when every layer passes x through."""
+def by_hand(weights, embed, tokens, scale=SCALE, positions=True, after=1.0):
+    """LayerNorm((embed[tokens] * scale + pe[:, :T]) * after + the sum of the layers' w2.bias): encode or decode
+    when every layer passes x through (and adds its feed-forward's bias)."""
     x = weights[f"{embed}.weight"][tokens] * scale
     if positions:
         x = x + weights["pos.pe"][:, : tokens.size(1)]
-    return F.layer_norm(x, (D_MODEL,))
+    side = "encoder" if embed == "src_embed" else "decoder"
+    shift = sum(weights[f"{side}.layers.{i}.feed_forward.w2.bias"] for i in range(N_LAYERS))
+    return F.layer_norm(x * after + shift, (D_MODEL,))
 
 
 # --- structure and shapes ----------------------------------------------------------------------
@@ -138,27 +144,28 @@ def test_encode_decode_and_logits_have_the_right_shapes(impl, device, seed):
 DECODE = "test_embeddings_are_scaled_by_sqrt_d_model_and_positions_added[decode]"
 LOGITS = "test_logits_are_the_generator_of_the_decoder_output"
 
-MISTAKES = {  # (scale, positions added) -> what the output looks like instead
-    (1.0, True): N_("It matches the output when the embeddings are not multiplied by sqrt(d_model)."),
-    (float(D_MODEL), True): N_("It matches the output when the embeddings are multiplied by d_model instead of "
-                               "sqrt(d_model)."),
-    (SCALE, False): N_("It matches the output when the positional encoding is not added."),
+CAUSES = {  # (scale, positions added, scale after the positions) -> what the output matches instead
+    (SCALE, True, 1.0): "",
+    (1.0, True, 1.0): N_("It matches the output when the embeddings are not multiplied by sqrt(d_model)."),
+    (float(D_MODEL), True, 1.0): N_("It matches the output when the embeddings are multiplied by d_model instead of "
+                                    "sqrt(d_model)."),
+    (SCALE, False, 1.0): N_("It matches the output when the positional encoding is not added."),
+    (1.0, True, SCALE): N_("It matches the output when the embeddings are multiplied by sqrt(d_model) after the "
+                           "positions are added, not before."),
 }
 
 
 def diagnose(out, weights, embed, tokens):
-    for (scale, positions), mistake in MISTAKES.items():
-        wrong = by_hand(weights, embed, tokens, scale, positions)
-        if out.shape == wrong.shape and torch.allclose(out, wrong, atol=1e-4):
-            return " " + tr(mistake)
-    return ""
+    """The cause the output matches, where it matches that one alone (claims.only_match)."""
+    cause = only_match(out, {cause: by_hand(weights, embed, tokens, *cause) for cause in CAUSES}, atol=1e-4)
+    return " " + tr(CAUSES[cause]) if cause is not None and CAUSES[cause] else ""
 
 
 @pytest.mark.points(1)
 @pytest.mark.parametrize("side", ["encode", "decode"])
 def test_embeddings_are_scaled_by_sqrt_d_model_and_positions_added(impl, device, seed, side):
     m = transformer(impl, device)
-    weights = pass_through_weights(device)
+    weights = pass_through_weights(device, shift=torch.randn(D_MODEL) / 2)  # shows a scale the LayerNorm hides
     load(m, weights)
     src = torch.randint(0, SRC_VOCAB, (2, 7), device=device)
     tgt = torch.randint(0, TGT_VOCAB, (2, 5), device=device)
@@ -167,9 +174,9 @@ def test_embeddings_are_scaled_by_sqrt_d_model_and_positions_added(impl, device,
     else:
         memory = torch.randn(2, 7, D_MODEL, device=device)
         out, embed, tokens = expect_tensor(m.decode(memory, tgt), name="decode(memory, tgt)"), "tgt_embed", tgt
-    hint = tr("with every sublayer's output set to 0 the layers pass x through, so {side} returns "
-              "LayerNorm({embed}(tokens) * sqrt(d_model) + pe[:, :T]): multiply by math.sqrt(self.d_model), then "
-              "self.pos adds the positions, on both sides.", side=side, embed=embed)
+    hint = tr("with every sublayer's output set to 0 but the feed-forward's bias b, each layer adds b, so {side} "
+              "returns LayerNorm({embed}(tokens) * sqrt(d_model) + pe[:, :T] + n_layers * b): multiply by "
+              "math.sqrt(self.d_model), then self.pos adds the positions, on both sides.", side=side, embed=embed)
     hint += diagnose(out, weights, embed, tokens)
     assert_close(out, by_hand(weights, embed, tokens), atol=1e-4,
                  name=tr("{side} with pass-through layers", side=side), hint=hint)
