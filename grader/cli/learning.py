@@ -13,7 +13,7 @@ from rich.table import Table
 
 from grader.cli.breaking import markdown
 from grader.cli.parse import EXIT_FAIL_UNDER, EXIT_OK, default_submission, die, existing_submission
-from grader.cli.render import SUITES, marks_for, points, status_style
+from grader.cli.render import SUITES, marks_for, points, say, status_style
 from grader.curriculum import BY_ID, EXERCISES
 from grader.grade.reports import shown_percent
 from grader.grade.selection import hidden_installed, kit_root
@@ -56,13 +56,13 @@ def list_command(args: argparse.Namespace, console: Console) -> int:
     console.print(progress)
     if not results:
         shown = escape(str(submission))
-        console.print("[dim]" + tr("Not checked yet: `grader check` grades {submission} and fills in the status "
+        say(console, "[dim]" + tr("Not checked yet: `grader check` grades {submission} and fills in the status "
                                    "column.", submission=shown) + "[/]")
     elif any(result.quick for result in results.values()):
-        console.print("[dim]" + tr("From your last checks; --quick ones skipped the slow tests, so their points are "
+        say(console, "[dim]" + tr("From your last checks; --quick ones skipped the slow tests, so their points are "
                                    "a lower bound.") + "[/]")
     if not hidden_installed(root):
-        console.print("[dim]" + tr("Hidden tests are not installed in this copy of the kit.") + "[/]")
+        say(console, "[dim]" + tr("Hidden tests are not installed in this copy of the kit.") + "[/]")
     return EXIT_OK
 
 
