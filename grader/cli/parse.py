@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import math
 import os
 import re
@@ -12,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from grader.cli.breaking import breaks
 from grader.grade.reports import HIDDEN_VISIBILITY, VISIBILITIES
 from grader.grade.selection import kit_root
 from grader.lang import LANGUAGES, N_, argparse_translations, tr
@@ -34,6 +36,15 @@ class _Formatter(argparse.HelpFormatter):
 
     def _format_text(self, text: str) -> str:
         return super()._format_text(tr(text))
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        # argparse's textwrap counts characters, and breaks only at spaces: a Chinese character takes two cells.
+        text = " ".join(text.split())
+        offsets = [0, *breaks(text, width), len(text)]
+        return [text[start:end].strip() for start, end in itertools.pairwise(offsets)]
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n".join(indent + line for line in self._split_lines(text, width))
 
     def format_help(self) -> str:
         # argparse ends each heading with ":"; after Chinese words the colon is full-width.

@@ -178,10 +178,14 @@ def test_help_and_usage_errors_read_in_chinese_with_argparse_own_words(argv, cap
     """`--help` and argparse's own errors ("the following arguments are required") in the reader's language: the
     kit's help texts through its catalog, argparse's words through its gettext domain (grader/locale/zh/argparse.po)."""
     monkeypatch.setenv("GRADER_LANG", "zh")
+    monkeypatch.setenv("COLUMNS", "60")
     with pytest.raises(SystemExit):
         main(argv)
     shown = capsys.readouterr()
     text = shown.out + shown.err
+    from rich.cells import cell_len
+
+    assert all(cell_len(line) <= 60 for line in shown.out.splitlines()), shown.out  # two cells a Chinese character
     assert "用法" in text or "错误：" in text, text
     assert not re.search(r"[\u4e00-\u9fff]:$", text, re.M), "a Chinese heading ends with a full-width colon"
     english = re.findall(r"\b(?:usage|options|positional|required|invalid|unrecognized|grade|write|error)\b", text)
