@@ -123,7 +123,8 @@ def say(console: Console, markup: str, *, indent: int = 0, keep: Sequence[str] =
     one line, whatever its length, so that it reads and greps whole."""
     if console.is_terminal:
         text = Text.from_markup(markup)
-        code = re.findall(r"`[^`\n]+`", text.plain)  # quoted code, kept whole as a name is
+        # Quoted code and shapes or indices, "(B, T, d_model)", "(0, 0, 3)", kept whole as a name is.
+        code = re.findall(r"`[^`\n]+`|\((?:[\w.]+, )+[\w.]*\)", text.plain)
         console.print(Padding(Paragraph(text, keep=[*keep, *code]), (0, 0, 0, indent)))
     else:
         console.print(" " * indent + markup, soft_wrap=True)
