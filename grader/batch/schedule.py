@@ -31,6 +31,7 @@ from grader.batch import class_report, records
 from grader.batch.jobs import Isolation, Job, Outcome, ReportJSON, Status
 from grader.batch.summary import summarise, write_grades_csv
 from grader.grade.selection import Selection, kit_root
+from grader.host import trees
 from grader.host.scratch import remove_stale_stages
 from grader.inside.shared import processes
 from grader.intake.submission import SubmissionInputError, load
@@ -236,12 +237,15 @@ class Slot:
 
     def _start(self) -> None:
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - the slot writes here until close()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "grader.batch.slot", self._device], cwd=kit_root(), stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=self._log, text=True, encoding="utf-8",
-            env={**os.environ, **self._environment, "OMP_NUM_THREADS": "1", "GRADER_STAGE_DIR": str(self._stage_dir)},
-            preexec_fn=_die_with_batch,
-        )
+        with trees.starting():  # a child of ours, never taken for a worker's escapee where we are a subreaper
+            self.process = _STARTER.submit(
+                subprocess.Popen, [sys.executable, "-m", "grader.batch.slot", self._device], cwd=kit_root(),
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, encoding="utf-8",
+                env={**os.environ, **self._environment, "OMP_NUM_THREADS": "1",
+                     "GRADER_STAGE_DIR": str(self._stage_dir)},
+                preexec_fn=_die_with_batch,
+            ).result()
+            trees.adopt(self.process.pid)
 
     def grade(self, job: Job, *, timeout_s: float, on_wait: Callable[[], bool] | None = None) -> Outcome:
         """Send one job and wait for its result, calling `on_wait` every 50 ms meanwhile: once it returns True, the
@@ -306,3 +310,9 @@ def _grade(slot: Slot, entry: Entry, out: Path, selection: Selection, report_key
 def _die_with_batch() -> None:
     # If the batch itself is killed, each slot hears SIGTERM and its children die with it.
     processes.die_with_parent(signal.SIGTERM)
+
+
+# Slots are started from this one thread, which lives as long as the process: the signal a child asks for when
+# its parent dies (PR_SET_PDEATHSIG) comes when the *thread* that started it ends, so a slot replaced from a
+# short-lived thread (a pool's, once its work is done) would be stopped with that thread.
+_STARTER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="slot-starter")

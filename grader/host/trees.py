@@ -84,15 +84,21 @@ def _orphans() -> list[psutil.Process]:
 def orphans(*, since: float) -> list[psutil.Process]:
     """What escaped the trees this process started (setsid, a double fork) and was handed to it, the subreaper:
     its children born since `since` (time.time()) that it did not start itself, and theirs; none where this process
-    is no subreaper (not Linux)."""
+    is no subreaper (not Linux).
+
+    Never a child in this process's own session: every worker runs in a session of its own (bubblewrap's
+    --new-session, the zygote's setsid, the spawned worker's start_new_session), and a process can only stay in its
+    parent's session or start a new one, so nothing a worker started is in ours. What is, this process started
+    itself without `adopt` (a batch slot, a command a test runs)."""
     if _subreaper_since is None:
         return []
     found = []
     with _starting:
         children = children_of(psutil.Process())
+    ours = os.getsid(0)
     for child in children:
-        with contextlib.suppress(psutil.Error):
-            if child.pid not in _started_by_us and child.create_time() >= since:
+        with contextlib.suppress(psutil.Error, OSError):
+            if child.pid not in _started_by_us and child.create_time() >= since and os.getsid(child.pid) != ours:
                 found += [child, *descendants_of(child)]
     return found
 

@@ -27,6 +27,8 @@ from typing import Any
 
 import pytest
 
+from grader.host import trees
+
 REPO = Path(__file__).resolve().parents[2]
 GRADE_TIMEOUT_S = 180.0
 
@@ -160,12 +162,16 @@ class GraderCLI:
         if env.get("GRADER_STATE_DIR") in (None, os.environ["GRADER_STATE_DIR"]):
             env["GRADER_STATE_DIR"] = str(state_for(cwd))
         start = time.monotonic()
-        # Its own session, so that a grader stuck past the bound can be killed with all it started.
-        with subprocess.Popen(
-            [*prefix, sys.executable, "-m", "grader", *argv], cwd=cwd, env=env, text=True,
-            errors="replace", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True,
-        ) as proc:
+        # Its own session, so that a grader stuck past the bound can be killed with all it started; adopted, so
+        # that a worker this test process hosts never takes it for one of its escapees (grader.host.trees).
+        with trees.starting():
+            proc = subprocess.Popen(
+                [*prefix, sys.executable, "-m", "grader", *argv], cwd=cwd, env=env, text=True,
+                errors="replace", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+            trees.adopt(proc.pid)
+        with proc:
             try:
                 stdout, stderr = proc.communicate(timeout=timeout)
                 returncode: int | None = proc.returncode

@@ -226,6 +226,26 @@ def test_a_child_being_started_is_never_listed_as_an_escaped_orphan():
         child.wait()
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="only Linux has a subreaper")
+def test_a_child_in_the_graders_own_session_is_never_listed_as_an_escaped_orphan():
+    """Every worker runs in a session of its own, and a process can only stay in its parent's session or start one:
+    a child in the grader's session that it did not adopt (a batch slot, a command a test runs) is its own, never a
+    worker's escapee, and is not killed with a worker's tree (xdist saw warm slots killed that way). One in another
+    session, not adopted, is listed: that is what an escapee looks like."""
+    from grader.host import trees
+
+    trees.become_subreaper()
+    sleeper = [sys.executable, "-c", "import time; time.sleep(30)"]
+    ours, elsewhere = subprocess.Popen(sleeper), subprocess.Popen(sleeper, start_new_session=True)
+    try:
+        listed = [p.pid for p in trees.orphans(since=0)]
+        assert ours.pid not in listed and elsewhere.pid in listed, (ours.pid, elsewhere.pid, listed)
+    finally:
+        for child in (ours, elsewhere):
+            child.kill()
+            child.wait()
+
+
 THIEF = textwrap.dedent("""
     import os
     from pathlib import Path
