@@ -181,10 +181,16 @@ def test_residual_connection_has_the_contract_norm(impl):
 def test_residual_is_pre_norm_not_post_norm(impl, ref, device, seed):
     m, r = residual_pair(impl, ref, device)
     x = 3 * torch.randn(2, 7, D_MODEL, device=device) + 1
-    out = run(m, x, impl.probes.Scale(2.0), what="ResidualConnection")
+    # Post-norm is told apart by a sublayer that shifts (y -> y + b): norm(x + 2 x) is norm(x) up to the norm's own
+    # scale, which other mistakes return too.
+    remote, local = linear_pair(impl, device)
     with torch.no_grad():
-        post = r.norm(x + 2 * x)
-    if torch.allclose(out, post, atol=1e-4):
+        local.weight.copy_(torch.eye(D_MODEL, device=device))
+        local.bias.copy_(torch.randn(D_MODEL, device=device))
+    remote.load_state_dict({name: p.detach() for name, p in local.state_dict().items()})
+    with torch.no_grad():
+        post = r.norm(x + local(x))
+    if torch.allclose(run(m, x, remote, what="ResidualConnection"), post, atol=1e-4):
         raise AssertionError(
             tr("ResidualConnection returned norm(x + sublayer(x)): that is post-norm, the original paper's order. The "
                "kit is pre-norm: the sublayer gets norm(x) and x itself is added back, so the identity path never "

@@ -125,13 +125,23 @@ def test_zero_sublayer_returns_x_unchanged(impl, device, seed):
                       "x + self.dropout(sublayer(self.norm(x))): normalise, apply, drop, add x.")
 
 
+def shifting_sublayer(impl, device):
+    """b and the sublayer y -> y + b, an nn.Linear built in the worker with the identity as its weight."""
+    shift = torch.randn(D_MODEL, device=device)
+    adder = impl.torch.nn.Linear(D_MODEL, D_MODEL).to(device)
+    adder.load_state_dict({"weight": torch.eye(D_MODEL, device=device), "bias": shift})
+    return shift, adder
+
+
 @pytest.mark.points(2)
 def test_residual_is_pre_norm(impl, device, seed):
     rc = impl.sublayers.ResidualConnection(D_MODEL).to(device).eval()
     x = 3 * torch.randn(2, 7, D_MODEL, device=device) + 1  # far from normalised, so norm(x) and x differ
     out = run(rc, x, impl.probes.Scale(2.0), what="ResidualConnection")
-    post = F.layer_norm(x + 2 * x, (D_MODEL,))
-    if torch.allclose(out, post, atol=1e-4):
+    # Post-norm is told apart by a sublayer that shifts (y -> y + b): norm(x + 2 x) would be norm(x) itself, which
+    # other mistakes return too, as a LayerNorm does not see a scale.
+    shift, adder = shifting_sublayer(impl, device)
+    if torch.allclose(run(rc, x, adder, what="ResidualConnection"), F.layer_norm(2 * x + shift, (D_MODEL,)), atol=1e-4):
         raise AssertionError(
             tr("ResidualConnection returned norm(x + sublayer(x)): that is post-norm. The kit is pre-norm: the "
                "sublayer gets norm(x) and x is added back untouched.") + hint_suffix(tr(PRE_NORM))

@@ -20,6 +20,11 @@ VARIANTS = (
                 "out = self.dropout(sublayer(self.norm(x)))\n        out += x\n        return out"),),
     ),
     EditedVersion(
+        name="norm_of_the_sublayer_only",
+        why="Returns norm(sublayer(x)): no residual, and the norm after; never to be told it is post-norm.",
+        edits=(("return x + self.dropout(sublayer(self.norm(x)))", "return self.norm(self.dropout(sublayer(x)))"),),
+    ),
+    EditedVersion(
         name="x_updated_in_place",
         why="Adds the sublayer's output onto x in place (x += ...), changing the caller's tensor.",
         edits=(("return x + self.dropout(sublayer(self.norm(x)))",
