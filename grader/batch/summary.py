@@ -27,8 +27,11 @@ CSV_STATUS = {Status.GRADED: "graded", Status.REFUSED: "refused", Status.TIMEOUT
               Status.FAILED: "grader-error"}
 # The statuses the class's mean, mean per exercise and histogram count: the graded only. A refused one had
 # nothing to grade, a grader-error one is the kit's failure, and a `limit` one went over the batch's --timeout
-# before its tests ran: their 0s say nothing of what the class can do. grades.csv still gives each its 0.
+# before its tests ran: their 0s say nothing of what the class can do. In grades.csv a `limit` row keeps its 0s
+# (the submission ran out of time); a refused or grader-error one leaves its point cells empty, so that a total
+# column uploaded to a gradebook never turns a broken zip or the kit's own failure into a silent 0.
 SCORED = (Status.GRADED,)
+UNPOINTED = (Status.REFUSED, Status.FAILED)
 EXAMPLE_CHARACTERS = 400  # of one failure's message, beside a test most students fail
 # How summary.json's `limits` names a submission that was not simply graded.
 LIMIT_KIND = {Status.REFUSED: "refused", Status.TIMEOUT: "timeout", Status.FAILED: "grader-error"}
@@ -126,9 +129,9 @@ def write_grades_csv(results: list[Result], selection: Selection, path: Path) ->
     for result in results:
         scores = {e["id"]: e["score"] for e in result.report.get("exercises", [])}
         text = [result.id, CSV_STATUS[result.ended], result.report.get("sandbox") or ""]
-        writer.writerow([*(spreadsheet_cell(cell) for cell in text),
-                         *(f"{scores.get(x, 0.0):g}" for x in selection.exercises),
-                         f"{result.report.get('score', 0.0):g}",
+        points = ["" for _ in (*selection.exercises, "total")] if result.ended in UNPOINTED else [
+            *(f"{scores.get(x, 0.0):g}" for x in selection.exercises), f"{result.report.get('score', 0.0):g}"]
+        writer.writerow([*(spreadsheet_cell(cell) for cell in text), *points,
                          spreadsheet_cell("; ".join(f"{x}/{name}" for x, name in diagnosed(result.report)))])
     with atomic_path(path, ".tmp") as temporary:
         temporary.write_text(buffer.getvalue(), encoding="utf-8")

@@ -69,6 +69,8 @@ def test_every_submission_gets_a_report_and_a_csv_row(first_run):
     tier = json.loads((out / "alice.json").read_text())["sandbox"]
     assert rows["alice"]["sandbox"] == tier and tier in ("bubblewrap", "none"), rows["alice"]
     assert float(rows["alice"]["total"]) == 100 and float(rows["bob"]["total"]) == 0
+    # A refused submission is no 0 a gradebook could take for a mark: its point cells are empty, its status says why.
+    assert rows["mallory"]["total"] == "" and all(rows["mallory"][x] == "" for x in ("attention", "masking")), rows
     assert float(rows["carol"]["attention"]) == 10 and float(rows["carol"]["masking"]) == 0
     mallory = json.loads((out / "mallory.json").read_text())
     assert mallory["status"] == "refused" and "unsafe path" in mallory["warnings"][0]

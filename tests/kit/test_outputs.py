@@ -214,8 +214,10 @@ def test_grades_csv_cells_are_never_formulas_and_ids_are_safe(hostile_batch):
     for row in rows:
         for cell in [*row[:3], row[-1]]:
             assert not cell.startswith(FORMULA_STARTS), f"a text cell a spreadsheet runs as a formula: {cell!r}"
-        for cell in row[3:-1]:
-            float(cell)  # scores stay numbers
+        for cell in row[3:-1]:  # scores stay numbers; a refused or grader-error row has none
+            assert (cell == "") == (row[1] in ("refused", "grader-error")), row
+            if cell:
+                float(cell)
     ids = [row[0] for row in rows]
     assert len({i.casefold() for i in ids}) == len(ids), f"ids collide: {ids}"
     for submission_id in ids:
