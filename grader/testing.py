@@ -22,7 +22,7 @@ from grader.judge.branches import branch_weights, expect_branch_dropped
 from grader.judge.checks import EPS32, assert_close, float64, golden, manual_seed, random_keep_mask, tolerance
 from grader.judge.claims import gradient_hint, only_match
 from grader.judge.dropout import explained_by_weight_dropout, unexplained_by_weight_dropout, uniform_causal
-from grader.judge.expect import expect_tensor, expect_tuple, hint_suffix
+from grader.judge.expect import expect_tensor, expect_tuple, hint_on_crash, hint_suffix
 from grader.judge.measures import Gradients, OpCount, backward, count_ops, fresh_worker
 from grader.judge.rates import expect_dropout
 from grader.judge.structure import ModuleInfo, describe, expect_structure, load_parameters
@@ -55,6 +55,7 @@ __all__ = [
     "golden",
     "gradient_hint",
     "greedy_copy",
+    "hint_on_crash",
     "hint_suffix",
     "load_parameters",
     "manual_seed",

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-from grader.grade.markers import hint_suffix  # noqa: F401 - re-exported: the checks close with it
+from grader.grade.markers import hint_suffix
+from grader.host.failures import NotImplementedYet, SubmissionFailure
 from grader.host.remote import Remote
 from grader.lang import tr
 
@@ -34,3 +37,15 @@ def _kind(value: Any) -> str:
     if isinstance(value, Remote):
         return repr(value)
     return tr("a {type}", type=type(value).__name__)
+
+
+@contextlib.contextmanager
+def hint_on_crash(hint: str) -> Iterator[None]:
+    """Add a hint (English, marked N_ where written) to the message when the submission raises (its own error names
+    only the symptom); unwritten code keeps its own message."""
+    try:
+        yield
+    except NotImplementedYet:
+        raise
+    except SubmissionFailure as failure:
+        raise SubmissionFailure(str(failure) + hint_suffix(tr(hint))) from None

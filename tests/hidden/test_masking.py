@@ -6,18 +6,16 @@ reference lands from that golden on the same inputs. Vectorisation is judged in 
 (tests/public/test_masking.py), where a student sees it before handing in.
 """
 
-import contextlib
 
 import pytest
 import torch
 
 from grader.testing import (
     N_,
-    NotImplementedYet,
-    SubmissionFailure,
     assert_close,
     expect_tensor,
     golden,
+    hint_on_crash,
     hint_suffix,
     tolerance,
     tr,
@@ -32,18 +30,6 @@ WEIGHTS_HINT = N_("mask the last two dims with a (T, T) tril keep mask, T = weig
                   "leading dims), then softmax over dim=-1.")
 DEVICE_HINT = N_("make every new tensor where the input is, torch.ones(T, T, dtype=x.dtype, device=x.device), or build "
                  "it from the input (torch.ones_like, x.new_ones).")
-
-
-@contextlib.contextmanager
-def hint_on_crash(hint: str):
-    """Add a hint (English, marked N_ where written) to the message when the submission raises (its own error names
-    only the symptom)."""
-    try:
-        yield
-    except NotImplementedYet:
-        raise
-    except SubmissionFailure as failure:
-        raise SubmissionFailure(str(failure) + hint_suffix(tr(hint))) from None
 
 
 def loop_definition(x: torch.Tensor) -> torch.Tensor:

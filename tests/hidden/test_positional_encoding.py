@@ -6,7 +6,6 @@ to thousands of radians, and its rounding error with it), so each position p get
 16 times the largest error that float32 computation makes at positions 0..p.
 """
 
-import contextlib
 import functools
 import math
 
@@ -16,11 +15,11 @@ import torch
 from grader.testing import (
     EPS32,
     N_,
-    NotImplementedYet,
     SubmissionFailure,
     assert_close,
     describe,
     expect_tensor,
+    hint_on_crash,
     hint_suffix,
     tr,
 )
@@ -29,18 +28,6 @@ SIZES = {"d16 max_len 50": (16, 50), "d64 default max_len 5000": (64, None), "d6
 DEFAULT_MAX_LEN = 5000
 FORMULA_HINT = N_("pe[0, p, 2i] = sin(p / 10000^(2i / d_model)) and pe[0, p, 2i+1] = cos(the same angle), "
                   "with positions p = 0 .. max_len-1.")
-
-
-@contextlib.contextmanager
-def hint_on_crash(hint: str):
-    """Add a hint (English, marked N_ where written) to the message when the submission raises (its own error names
-    only the symptom)."""
-    try:
-        yield
-    except NotImplementedYet:
-        raise
-    except SubmissionFailure as failure:
-        raise SubmissionFailure(str(failure) + hint_suffix(tr(hint))) from None
 
 
 @functools.cache

@@ -10,7 +10,6 @@ run), and by the submitted source, read in the grader's own process, which must 
 (grader/judge/loops/).
 """
 
-import contextlib
 
 import pytest
 import torch
@@ -18,11 +17,10 @@ import torch
 from grader.judge.loops import python_loops
 from grader.testing import (
     N_,
-    NotImplementedYet,
-    SubmissionFailure,
     assert_close,
     count_ops,
     expect_tensor,
+    hint_on_crash,
     hint_suffix,
     tolerance,
     tr,
@@ -30,18 +28,6 @@ from grader.testing import (
 
 AVERAGE_HINT = N_("out[:, t] is the mean of x[:, 0..t]: weights with 1/(t+1) in columns 0..t of row t, then "
                   "weights @ x.")
-
-
-@contextlib.contextmanager
-def hint_on_crash(hint: str):
-    """Add a hint (English, marked N_ where written) to the message when the submission raises (its own error names
-    only the symptom)."""
-    try:
-        yield
-    except NotImplementedYet:
-        raise
-    except SubmissionFailure as failure:
-        raise SubmissionFailure(str(failure) + hint_suffix(tr(hint))) from None
 
 
 def loop_definition(x: torch.Tensor) -> torch.Tensor:

@@ -4,7 +4,6 @@ Run them with `grader check positional_encoding`. They need no reference solutio
 value comes straight from the formula, computed here with Python's math module.
 """
 
-import contextlib
 import math
 
 import pytest
@@ -18,6 +17,7 @@ from grader.testing import (
     describe,
     expect_dropout,
     expect_tensor,
+    hint_on_crash,
     hint_suffix,
     tr,
 )
@@ -32,18 +32,6 @@ def by_hand(position: int, d_model: int) -> list[float]:
 def table(impl, d_model: int, max_len: int) -> torch.Tensor:
     module = impl.positional_encoding.PositionalEncoding(d_model, max_len=max_len)
     return expect_tensor(module.pe, name="PositionalEncoding.pe").detach().cpu()
-
-
-@contextlib.contextmanager
-def hint_on_crash(hint: str):
-    """Add a hint (English, marked N_ where written) to the message when the submission raises (its own error names
-    only the symptom)."""
-    try:
-        yield
-    except NotImplementedYet:
-        raise
-    except SubmissionFailure as failure:
-        raise SubmissionFailure(str(failure) + hint_suffix(tr(hint))) from None
 
 
 def as_3d(pe: torch.Tensor) -> torch.Tensor:
