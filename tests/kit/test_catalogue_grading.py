@@ -10,9 +10,10 @@ DIAGNOSIS), once. A correct variant keeps full marks in its own exercise and in 
 on it (a float32 softmax from the course notes must not cost points in the float64 test of the whole
 Transformer), all but the capstone's training for the exercises the Transformer builds on. Held-out
 mistakes (`submissions/<exercise>/held_out.py`), realistic slips kept out of the catalogue, lose points in
-their exercise and are told no known mistake's name. Every known mistake also loses points under
-`--suite public` alone, graded from the same folders: a release student, who has only the public suite,
-is never told "done" with a common mistake. That correct code is never diagnosed is checked
+their exercise and are told no known mistake's name. Every known mistake also loses points in the public
+suite (read from the full grading, whose public tests score as `--suite public` alone does: one mistake of
+each exercise is graded both ways to show it): a release student, who has only the public suite, is never
+told "done" with a common mistake. That correct code is never diagnosed is checked
 in-process, cheaply, in test_diagnosis.py.
 """
 
@@ -31,8 +32,8 @@ from grader.judge.plugin import QUICK_SKIP
 from grader.judge.variants import Variant
 
 REPO = Path(__file__).resolve().parents[2]
-# Slow by nature: 174 variants graded, two at a time (about three minutes on two cores), and the 106 mistakes again
-# with --suite public; `-m "not slow"` skips it.
+# Slow by nature: 176 variants graded, two at a time (about three minutes on two cores), and one mistake of each
+# exercise again with --suite public; `-m "not slow"` skips it.
 pytestmark = pytest.mark.slow
 
 
@@ -104,7 +105,7 @@ def submission_of(tmp_path_factory) -> Callable[[Variant], Path]:
 @pytest.fixture(scope="module")
 def catalogue_runs(selected_params, warm_grader, submission_of) -> dict[tuple[str, str, str], object]:
     """Every variant this session's tests read, each graded once, side by side in warm slots."""
-    chosen = {_key(v): v for v in selected_params("variant")}
+    chosen = {_key(v): v for v in [*selected_params("variant"), *selected_params("sampled")]}
     folders = [(submission_of(variant), _graded_exercises(variant)) for variant in chosen.values()]
     quick = [_without_the_capstone(variant) for variant in chosen.values()]
     return dict(zip(chosen, warm_grader.grade(folders, quick=quick), strict=True))
@@ -112,9 +113,9 @@ def catalogue_runs(selected_params, warm_grader, submission_of) -> dict[tuple[st
 
 @pytest.fixture(scope="module")
 def public_runs(selected_params, warm_grader, submission_of) -> dict[tuple[str, str, str], object]:
-    """Every mistake this session's public-suite tests read, graded with --suite public, as a release student grades
-    it (tests/hidden is not shipped), from the same folders as the full grading."""
-    chosen = {_key(v): v for v in selected_params("mistake")}
+    """The sampled mistakes this session's tests read, graded with --suite public, as a release student grades them
+    (tests/hidden is not shipped), from the same folders as the full grading."""
+    chosen = {_key(v): v for v in selected_params("sampled")}
     folders = [(submission_of(mistake), (mistake.exercise,)) for mistake in chosen.values()]
     return dict(zip(chosen, warm_grader.grade(folders, suite="public"), strict=True))
 
@@ -167,19 +168,38 @@ def test_known_mistake_loses_points_and_says_why(grade_variant, variant: Variant
     assert {e["id"]: e["diagnosed"] for e in run.report["exercises"] if e["diagnosed"]} == {exercise: [variant.name]}
 
 
-@pytest.mark.parametrize("mistake", mistakes(), ids=_id)
-def test_known_mistake_loses_points_in_the_public_suite(public_runs, mistake: Variant):
+@pytest.mark.parametrize("variant", mistakes(), ids=_id)
+def test_known_mistake_loses_points_in_the_public_suite(grade_variant, variant: Variant):
     """A student of the release has only the public suite and stops when it says done: every common mistake must
     cost points there already. The hidden suite adds edge cases, shapes and robustness; no check of a common mistake
-    needs to stay hidden (docs/scoring.md, "What the public suite judges"), so none is excused here."""
-    run = public_runs[_key(mistake)]
+    needs to stay hidden (docs/scoring.md, "What the public suite judges"), so none is excused here. Read from the
+    public tests of the full grading, which score as `--suite public` alone does (the next test, on a sample)."""
+    exercise, run = grade_variant(variant)
+    public = [t for t in run.exercise(exercise)["tests"] if t["name"].startswith("public/")]
+    assert public, [t["name"] for t in run.exercise(exercise)["tests"]]
+    assert sum(t["points"] for t in public) < sum(t["max_points"] for t in public), (
+        f"full marks in the public suite for {_id(variant)}: {_docstring(variant)}\n{run.feedback(exercise)}")
+
+
+def public_sample() -> list[Variant]:
+    """The first known mistake of each exercise: graded again with `--suite public` alone."""
+    return [next(iter(variants.mistakes(exercise.id))) for exercise in EXERCISES if variants.mistakes(exercise.id)]
+
+
+@pytest.mark.parametrize("sampled", public_sample(), ids=_id)
+def test_the_public_suite_alone_scores_as_the_full_grading_does(public_runs, grade_variant, sampled: Variant):
+    """`grader check --suite public`, as a release student runs it, gives each public test the outcome the full
+    grading gives it, and runs nothing else: what the previous test reads from the full grading. (Points differ: an
+    exercise's points are shared among the tests that run.)"""
+    run = public_runs[_key(sampled)]
     assert run.returncode == 0, run.describe()
     assert not run.report_problems(), "\n".join(run.report_problems())
     assert run.report["suite"] == "public", run.report["suite"]
-    result = run.exercise(mistake.exercise)
-    assert result["score"] < result["max_score"], (
-        f"full marks under --suite public for {_id(mistake)}: {_docstring(mistake)}\n{run.feedback(mistake.exercise)}")
-    assert all(t["name"].startswith("public/") for t in result["tests"]), [t["name"] for t in result["tests"]]
+    alone = {t["name"]: t["outcome"] for t in run.exercise(sampled.exercise)["tests"]}
+    exercise, full = grade_variant(sampled)
+    within = {t["name"]: t["outcome"] for t in full.exercise(exercise)["tests"] if t["name"].startswith("public/")}
+    assert alone == within, f"{_id(sampled)}: --suite public {alone}\nfull grading {within}"
+    assert run.exercise(exercise)["score"] < run.exercise(exercise)["max_score"], run.feedback(exercise)
 
 
 @pytest.mark.parametrize("variant", held_out_mistakes(), ids=_id)
