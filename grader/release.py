@@ -15,14 +15,24 @@ translated twins kept in `grader/locale/<language>/exercises/` (the same code, w
 and messages translated: a kit test holds them to the English ones, so they grade alike), its notebooks are
 built from them, and the student README is `docs/student-README.<language>.md`. The twins are sources of a
 release, not part of the grader: they ship only as the release's `exercises/`.
+
+A release never ships answers: it is refused, before anything is written, while a stub of the kit holds code that is
+not the stub's (an instructor who filled exercises/ to try the grader, in either language). Every function of an
+exercise file is the stub's body, `raise NotImplementedError(...)` (after `super().__init__()` in an `nn.Module`'s
+`__init__`), and each stub holds the same code as its twins, their prose aside: a filled stub differs from its twin,
+a stub filled in every language does not keep the stub's body. The notebooks are built from the stubs that ship, so
+that the kit's own notebooks/, filled or not, never reach a release.
 """
 
 from __future__ import annotations
 
+import ast
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.curriculum import SUBMISSION_FILES
 from grader.grade.selection import kit_root
 from grader.lang import LANGUAGES, RELEASE_LANGUAGE, tr
 from grader.student import notebooks
@@ -107,6 +117,7 @@ def build(out: Path, *, autograder: bool = False, language: str = "en", root: Pa
     if leaked:
         raise ReleaseError(tr("{path} is secret and must not ship in this release: fix the bundle's lists",
                               path=leaked[0]))
+    _refuse_answers(root, [target for target in plan if target.is_relative_to(STUBS)])
     missing = [str(source) for source in plan.values() if not source.is_file()]
     if missing:
         raise ReleaseError(tr("{path} is missing: build from a full checkout of the kit", path=missing[0]))
@@ -157,3 +168,99 @@ def _readme(bundle: Bundle, language: str) -> str:
 def _is_twin(path: Path) -> bool:
     """Whether `path` (relative to the kit root) is a translated stub, which ships only in place of its English one."""
     return path.is_relative_to(TWINS) and path.relative_to(TWINS).parts[1:2] == ("exercises",)
+
+
+Where = str | int  # where a file stops being its stub: the qualified name of a function or class, else a line
+DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _refuse_answers(root: Path, stubs: list[Path]) -> None:
+    """Raise ReleaseError, naming the file and where, if a stub a release would ship (`stubs`, relative to the kit
+    root) holds code that is not the stub's, in English or in any twin, or is not one of the kit's stubs at all."""
+    twins = sorted((root / TWINS).glob("*/exercises"))
+    for stub in sorted(stubs):
+        if stub.parent != STUBS or not all((twin / stub.name).is_file() for twin in twins):
+            raise ReleaseError(tr("{path} is not one of the kit's stubs: a release ships only those; move it out of "
+                                  "{folder}/", path=stub.as_posix(), folder=STUBS.as_posix()))
+        copies = [stub, *((twin / stub.name).relative_to(root) for twin in twins)]
+        code = {copy: _code(root, copy) for copy in copies}
+        if stub.name in SUBMISSION_FILES:
+            for copy in copies:
+                _refuse(copy, next(_filled(code[copy]), None))
+        for twin in copies[1:]:
+            _refuse(stub, _first_difference(code[stub], code[twin]))
+
+
+def _refuse(path: Path, where: Where | None) -> None:
+    if isinstance(where, str):
+        raise ReleaseError(tr("{path} holds code that is not the kit's stub, in `{name}`: a release never ships "
+                              "answers; put the stub back (e.g. `git checkout -- {path}`) and release again",
+                              path=path.as_posix(), name=where))
+    if where is not None:
+        raise ReleaseError(tr("{path} holds code that is not the kit's stub, at line {line}: a release never ships "
+                              "answers; put the stub back (e.g. `git checkout -- {path}`) and release again",
+                              path=path.as_posix(), line=where))
+
+
+def _code(root: Path, path: Path) -> list[ast.stmt]:
+    """The statements of the file `path` with their prose blanked (docstrings, the messages of `raise
+    NotImplementedError`): what is left is the code, the same in a stub and in its translated twin."""
+    try:
+        tree = ast.parse((root / path).read_bytes())
+    except (SyntaxError, ValueError) as error:  # ValueError: a null byte
+        _refuse(path, getattr(error, "lineno", None) or 1)
+        raise  # not reached: _refuse raised
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, *DEFINITIONS)) and ast.get_docstring(node) is not None:
+            node.body[0].value.value = ""  # type: ignore[attr-defined]
+        if _is_unwritten(node):
+            for part in ast.walk(node):
+                if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                    part.value = ""
+    return tree.body
+
+
+def _filled(body: list[ast.stmt], prefix: str = "") -> Iterator[str]:
+    """The qualified names of the functions in `body` whose own code is not a stub's, in the order they come."""
+    for node in body:
+        if isinstance(node, ast.ClassDef):
+            yield from _filled(node.body, f"{prefix}{node.name}.")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            statements = node.body[1:] if ast.get_docstring(node) is not None else node.body
+            if not (statements and _is_unwritten(statements[-1])
+                    and all(_calls_super_init(statement) for statement in statements[:-1])):
+                yield prefix + node.name
+
+
+def _is_unwritten(node: ast.AST) -> bool:
+    """Whether `node` is a stub's `raise NotImplementedError(...)`."""
+    if not isinstance(node, ast.Raise):
+        return False
+    raised = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+    return isinstance(raised, ast.Name) and raised.id == "NotImplementedError"
+
+
+def _calls_super_init(node: ast.stmt) -> bool:
+    """Whether `node` is `super().__init__(...)`, which a stub's `__init__` calls before it raises."""
+    call = node.value if isinstance(node, ast.Expr) else None
+    return (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "__init__"
+            and isinstance(call.func.value, ast.Call) and getattr(call.func.value.func, "id", "") == "super")
+
+
+def _first_difference(mine: list[ast.stmt], theirs: list[ast.stmt], prefix: str = "") -> Where | None:
+    """Where the code `mine` first differs from `theirs`: the function or class it differs in, else the line."""
+    for index, node in enumerate(mine):
+        other = theirs[index] if index < len(theirs) else None
+        if other is not None and ast.dump(node) == ast.dump(other):
+            continue
+        if isinstance(node, ast.ClassDef) and isinstance(other, ast.ClassDef) and node.name == other.name:
+            inner = _first_difference(node.body, other.body, f"{prefix}{node.name}.")
+            if inner is not None:
+                return inner
+        return prefix + node.name if isinstance(node, DEFINITIONS) else node.lineno
+    if len(theirs) > len(mine):  # a statement of the stub is gone
+        gone = theirs[len(mine)]
+        if isinstance(gone, DEFINITIONS):
+            return prefix + gone.name
+        return (mine[-1].end_lineno or mine[-1].lineno) if mine else 1
+    return None
