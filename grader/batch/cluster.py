@@ -75,7 +75,7 @@ class Graded:
 
 def run(address: str, todo: list[Entry], results: dict[str, Result], out: Path, selection: Selection,
         keys: dict[str, str], *, timeout_s: float, device: str, on_result: Callable[[Result], None] | None,
-        isolation: Isolation, say: Callable[[str], None], insecure: bool = False) -> None:
+        isolation: Isolation, say: Callable[[str], None], insecure: bool = False, salt: str = "") -> None:
     """Grade `todo` on a Dask cluster: intake here, grading on its workers, each report written here as it comes."""
     ready(address, insecure=insecure)
 
@@ -94,7 +94,7 @@ def run(address: str, todo: list[Entry], results: dict[str, Result], out: Path, 
                              device))
             continue
         jobs[entry.id] = Job(str(path), "", list(selection.exercises), selection.suite, timeout_s, isolation,
-                             intake=loaded.to_json())
+                             intake=loaded.to_json(), salt=salt)
     if not jobs:
         return
     by_id = {entry.id: entry for entry in todo}

@@ -46,6 +46,7 @@ class Job:
     # The submission as intake read it on the batch's machine (`Submission.to_json`): a cluster worker grades it
     # without reading `path`, which is the batch's and only names the submission in its report.
     intake: dict[str, Any] | None = None
+    salt: str = ""  # the course's salt (GRADER_SALT), of which the grading's seed is derived (grader.host.seeds)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

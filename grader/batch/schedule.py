@@ -104,10 +104,12 @@ def _alike(submission_id: str) -> set[tuple[str, str]]:
     return {("case", submission_id.casefold()), ("looks", skeleton(submission_id))}
 
 
-def key(entry: Entry, selection: Selection) -> str:
-    """What a report depends on: the exercise files read, the suite and exercises, the kit, and the language its
-    feedback is written in (English adds nothing, as before there was a choice)."""
+def key(entry: Entry, selection: Selection, salt: str = "") -> str:
+    """What a report depends on: the exercise files read, the suite and exercises, the kit, the course's salt (its
+    draws) and the language its feedback is written in (English and no salt add nothing, as before either)."""
     digest = hashlib.sha256(f"{__version__}|{selection.suite}|{','.join(selection.exercises)}".encode())
+    if salt:
+        digest.update(b"|salt=" + hashlib.sha256(salt.encode()).digest())
     if lang.current() != "en":  # a rerun with another --lang writes every report again, in that language
         digest.update(f"|lang={lang.current()}".encode())
     try:
@@ -139,17 +141,18 @@ def run(
     cluster: str | None = None,
     insecure_cluster: bool = False,
     say: Callable[[str], None] = print,
+    salt: str = "",
 ) -> list[Result]:
     """Grade every entry not already done; returns one Result per entry, in entry order.
 
     `isolation` goes to every slot with each job. With `cluster` (a Dask scheduler's address, or local:N), the
     slots are the cluster's (`grader.batch.cluster`) and `say` tells of each worker it refuses; a scheduler's address
-    without TLS is refused unless `insecure_cluster` (--insecure-cluster).
+    without TLS is refused unless `insecure_cluster` (--insecure-cluster). `salt` goes into every grading's seed.
     """
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob(".partial-*"):  # left by a batch that was killed: its reports never landed
         shutil.rmtree(stale, ignore_errors=True)
-    keys = {entry.id: key(entry, selection) for entry in entries}
+    keys = {entry.id: key(entry, selection, salt) for entry in entries}
     results: dict[str, Result] = {}
     todo = []
     for entry in entries:
@@ -166,7 +169,8 @@ def run(
         from grader.batch import cluster as dask_cluster
 
         dask_cluster.run(cluster, todo, results, out, selection, keys, timeout_s=timeout_s, device=device,
-                         on_result=on_result, isolation=isolation or Isolation(), say=say, insecure=insecure_cluster)
+                         on_result=on_result, isolation=isolation or Isolation(), say=say, insecure=insecure_cluster,
+                         salt=salt)
         return _finish(entries, results, out, selection)
     # Every slot stages its submissions under one folder of this batch's, removed when the batch ends
     # however it ends, so that no student's files stay on disk after it.
@@ -175,14 +179,14 @@ def run(
     stage_dir.chmod(0o711)  # crossed, never listed, by bubblewrap running as uid 65534
     try:
         return _run_slots(entries, todo, results, out, selection, keys, stage_dir, jobs=jobs, timeout_s=timeout_s,
-                          device=device, on_result=on_result, isolation=isolation or Isolation())
+                          device=device, on_result=on_result, isolation=isolation or Isolation(), salt=salt)
     finally:
         shutil.rmtree(stage_dir, ignore_errors=True)
 
 
 def _run_slots(entries: list[Entry], todo: list[Entry], results: dict[str, Result], out: Path, selection: Selection,
                keys: dict[str, str], stage_dir: Path, *, jobs: int, timeout_s: float, device: str,
-               on_result: Callable[[Result], None] | None, isolation: Isolation) -> list[Result]:
+               on_result: Callable[[Result], None] | None, isolation: Isolation, salt: str) -> list[Result]:
     started = [Slot(device, stage_dir) for _ in range(min(max(1, jobs), max(1, len(todo))))]
     slots: queue.Queue[Slot] = queue.Queue()
     for slot in started:
@@ -191,7 +195,7 @@ def _run_slots(entries: list[Entry], todo: list[Entry], results: dict[str, Resul
     def grade(entry: Entry) -> Result:
         slot = slots.get()
         try:
-            return _grade(slot, entry, out, selection, keys[entry.id], timeout_s, device, isolation)
+            return _grade(slot, entry, out, selection, keys[entry.id], timeout_s, device, isolation, salt)
         finally:
             slots.put(slot)
 
@@ -295,10 +299,10 @@ class Slot:
 
 
 def _grade(slot: Slot, entry: Entry, out: Path, selection: Selection, report_key: str, timeout_s: float,
-           device: str, isolation: Isolation) -> Result:
+           device: str, isolation: Isolation, salt: str) -> Result:
     partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=out.resolve())) / "report.json"
     job = Job(str(entry.path.resolve()), str(partial), list(selection.exercises), selection.suite, timeout_s,
-              isolation)
+              isolation, salt=salt)
     try:
         outcome = slot.grade(job, timeout_s=timeout_s + 60)
         report = records.read(partial) if outcome.status == Status.GRADED else None

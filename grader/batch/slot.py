@@ -268,7 +268,8 @@ class _Slot:
             from grader.host.failures import Budget
             from grader.host.session import GradingSession
 
-            session = GradingSession.around(Path(job.path), loaded, self._zygote, client, device=self._device)
+            session = GradingSession.around(Path(job.path), loaded, self._zygote, client, device=self._device,
+                                            salt=job.salt)
             if job.budget_s is not None:  # as `grader check --timeout` bounds its run
                 session.connection.budget = Budget(job.budget_s, started_at=session.opened_at)
             self._feed.path = Path(job.failures) if job.failures else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from types import ModuleType
 
@@ -21,7 +22,7 @@ from grader.cli.parse import EXIT_FAIL_UNDER, EXIT_GRADER_FAILED, EXIT_OK, die, 
 from grader.cli.render import render, render_summary
 from grader.grade.reports import GradeReport, to_exercism, to_gradescope, write_json
 from grader.grade.selection import Selection, UsageError, select
-from grader.host import portable, tiers
+from grader.host import portable, seeds, tiers
 from grader.host.limits import Limits
 from grader.host.session import GradingSession, resolve_device
 from grader.host.tiers import IsolationRefused
@@ -38,7 +39,8 @@ def check_command(args: argparse.Namespace, console: Console) -> int:
         selection = select(args.exercises, args.suite)
         # Opening the session starts the worker first; the imports below then overlap with its own.
         session = GradingSession.open(submission, device=args.device, protect=tiers.exposure(selection.suite),
-                                      allow_unisolated=args.allow_unisolated)
+                                      allow_unisolated=args.allow_unisolated, seed=args.seed,
+                                      salt=os.environ.get(seeds.SALT_VARIABLE, ""))
     except (UsageError, SubmissionInputError, ValueError, IsolationRefused) as error:
         die(str(error))
     from grader.grade import runner
@@ -132,7 +134,8 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
         try:
             results = batch.run(entries, args.out, selection, jobs=args.jobs, timeout_s=args.timeout,
                                 device=args.device, force=args.force, on_result=on_result, isolation=isolation,
-                                cluster=args.cluster, insecure_cluster=args.insecure_cluster, say=say)
+                                cluster=args.cluster, insecure_cluster=args.insecure_cluster, say=say,
+                                salt=os.environ.get(seeds.SALT_VARIABLE, ""))
         except dask_client.ClusterError as error:
             die(str(error))
         except cluster.ClusterLost:

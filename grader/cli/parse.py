@@ -133,6 +133,13 @@ def _positive_int(text: str) -> int:
     return int(text)
 
 
+def _seed(text: str) -> int:
+    if not text.isdigit() or int(text) >= 2**63:
+        raise argparse.ArgumentTypeError(tr("{text} is not a seed: a whole number from 0 to 2**63 - 1, as a report's "
+                                            "`\"seed\"`", text=repr(text)))
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `grader` parser, one sub-command per job (CONTRACT.md section 3 fixes its options)."""
     parser = _Parser(prog="grader", description=N_("Grade attention-kit exercises in a sandbox."))
@@ -160,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help=N_("time budget for the whole run; tests left when it is used up fail (default 300)"))
     check.add_argument("--quick", action="store_true",
                        help=N_("skip slow tests (the capstone); they count as 0, so the score is a lower bound"))
+    check.add_argument("--seed", type=_seed, default=None, metavar="N",
+                       help=N_("draw every input from this seed, the one a report records, to reproduce it (default: "
+                               "derived from the submission's files, the kit's version and `GRADER_SALT`)"))
     check.add_argument("-v", "--verbose", action="store_true", help=N_("list every test, not only failures"))
     check.add_argument("--allow-unisolated", action="store_true", help=UNISOLATED_HELP)
 

@@ -33,6 +33,7 @@ class GradeReport:
     warnings: tuple[str, ...] = field(default=())
     time_budget_s: float | None = None  # `grader check --timeout`; None where the caller bounds the run itself
     budget_exhausted: bool = False  # the budget ran out before every test had run to its end
+    seed: int | None = None  # the grading's seed (grader.host.seeds): `grader check --seed` with it regrades alike
 
     def __post_init__(self) -> None:
         # Messages, printed output and names come from the submission: every format written from
@@ -63,8 +64,8 @@ class GradeReport:
 
     def to_json(self) -> dict[str, Any]:
         """The contract's report (section 4), plus extra keys `sandbox`, `warnings`, `time_budget_s`,
-        `budget_exhausted`, `blocked_by`, `seed`, `diagnosed` (the catalogue's names of the known mistakes an
-        exercise's failures come from), `files` (the submission's files an exercise's code was read from: an exercise
+        `budget_exhausted`, `seed` (the grading's, and each test's), `blocked_by`, `diagnosed` (the catalogue's names
+        of the known mistakes an exercise's failures come from), `files` (the submission's files an exercise's code was read from: an exercise
         file, or the notebooks it was made of), `absent` for an exercise not in the submission, and a test's `causes`
         (what stopped it, in words no language changes: grader.host.failures.CAUSES)."""
         return {
@@ -80,6 +81,7 @@ class GradeReport:
             "warnings": list(self.warnings),
             "time_budget_s": self.time_budget_s,
             "budget_exhausted": self.budget_exhausted,
+            "seed": self.seed,
             "exercises": [
                 {
                     "id": exercise.id,
@@ -125,7 +127,8 @@ class GradeReport:
                    str(data["torch"]), exercises, sandbox=str(data.get("sandbox", "none")),
                    warnings=tuple(str(warning) for warning in data.get("warnings", ())),
                    time_budget_s=float(budget) if budget is not None else None,
-                   budget_exhausted=bool(data.get("budget_exhausted", False)))
+                   budget_exhausted=bool(data.get("budget_exhausted", False)),
+                   seed=int(data["seed"]) if isinstance(data.get("seed"), int) else None)
 
     @classmethod
     def from_json_file(cls, path: Path) -> GradeReport:

@@ -261,6 +261,7 @@ def _report(json_report: JSONReport, session: GradingSession, selection: Selecti
         warnings=tuple(warnings),
         time_budget_s=budget.seconds if budget is not None else None,
         budget_exhausted=budget is not None and budget.used_up,
+        seed=session.seed,
     )
 
 

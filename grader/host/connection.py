@@ -49,6 +49,9 @@ class Connection:
     _modules: dict[str, Remote] = field(default_factory=dict)
     _attributes: dict[tuple[int, str], Any] = field(default_factory=dict)
     _release_pending: bool = False
+    # The worker's seed for the test that starts (grader.host.seeds), sent with its next request, not in a round
+    # trip of its own; kept across a restart, so that a new worker is seeded too.
+    seed_pending: int | None = None
 
     def ensure_started(self) -> WorkerProcess:
         """The worker in use, or a new one; a sandbox that is gone before a worker can be asked of it is replaced
@@ -119,6 +122,9 @@ class Connection:
         if self._release_pending:  # the previous test's objects go with this request, not in a round trip of their own
             header = {**header, "release_first": self._kept_handles()}
             self._release_pending = False
+        if self.seed_pending is not None:
+            header = {**header, "seed_first": self.seed_pending}
+            self.seed_pending = None
         timeout = min(per_call, left)
         try:
             reply, reply_tensors = process.exchange(header, tensors, timeout_s=timeout)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grader.host import portable, tiers
+from grader.host import portable, seeds, tiers
 from grader.host.limits import Limits
 from grader.host.scratch import remove_stale_stages
 from grader.intake import submission as submissions
@@ -131,14 +131,16 @@ class GradingSession:
     workers: Workers
     connection: Connection
     opened_at: float = field(default_factory=time.monotonic)
+    seed: int = 0  # every draw of the grading comes from it (grader.host.seeds)
 
     @classmethod
     def open(cls, path: Path, *, device: str = "auto", limits: Limits | None = None, protect: str = "",
-             allow_unisolated: bool = False) -> GradingSession:
+             allow_unisolated: bool = False, seed: int | None = None, salt: str = "") -> GradingSession:
         """Load the submission and start its sandbox at once, so it warms up while we import torch.
 
         `protect` says what the run exposes if unisolated (the hidden tests, the solutions): then a
-        sandbox of the `none` tier is refused (IsolationRefused) unless `allow_unisolated`.
+        sandbox of the `none` tier is refused (IsolationRefused) unless `allow_unisolated`. The grading's
+        seed is `seed`, or else derived from the submission's files and `salt` (grader.host.seeds).
         """
         opened_at = time.monotonic()
         refuse_unavailable_device(device)
@@ -148,7 +150,8 @@ class GradingSession:
         sandbox, client = start_sandbox(loaded, device=device, limits=limits, protect=protect,
                                         allow_unisolated=allow_unisolated)
         try:
-            session = cls.around(path, loaded, sandbox, client, device=device, opened_at=opened_at)
+            session = cls.around(path, loaded, sandbox, client, device=device, opened_at=opened_at, seed=seed,
+                                 salt=salt)
             session.workers.protect, session.workers.allow_unisolated = protect, allow_unisolated
         except BaseException:
             sandbox.close()
@@ -158,7 +161,7 @@ class GradingSession:
 
     @classmethod
     def around(cls, path: Path, loaded: submissions.Submission, sandbox: Sandbox, client: Client, *, device: str,
-               opened_at: float | None = None) -> GradingSession:
+               opened_at: float | None = None, seed: int | None = None, salt: str = "") -> GradingSession:
         """A session on a sandbox already connected to `loaded`; asks for its first worker at once."""
         workers = Workers(loaded, device, sandbox, client)
         first = workers.start()
@@ -176,7 +179,8 @@ class GradingSession:
                                 missing_files=loaded.missing, unparsed_files=loaded.unparsed,
                                 process=first, generation=1)
         return cls(path, loaded, device, sandbox.limits, workers, connection,
-                   opened_at if opened_at is not None else time.monotonic())
+                   opened_at if opened_at is not None else time.monotonic(),
+                   seed if seed is not None else seeds.grading_seed(loaded.files, salt=salt))
 
     @property
     def tier(self) -> str:

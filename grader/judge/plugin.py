@@ -14,7 +14,6 @@ the run's time budget is spent, every test left fails at once without running.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
 import types
@@ -28,6 +27,7 @@ import torch
 from grader.curriculum import exercise_of_test_file, prerequisites
 from grader.grade import markers
 from grader.grade.selection import kit_root
+from grader.host import seeds
 from grader.host.failures import Budget, BudgetExhausted, NotImplementedYet, WorkerCrash
 from grader.host.remote import RemoteSubmission
 from grader.host.session import GradingSession
@@ -161,11 +161,16 @@ def device(grading: GradingSession) -> torch.device:
     return torch.device(grading.device)
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def seed(request: pytest.FixtureRequest) -> int:
-    """A seed fixed by the test's name, so every run draws the same inputs; it goes in the report."""
-    value = int.from_bytes(hashlib.sha256(request.node.nodeid.encode()).digest()[:4], "little")
+    """The test's seed, from the grading's and the test's id (grader.host.seeds): it seeds torch here, and the
+    worker's with its first request, so a regrade of the same files draws the same inputs; it goes in the report."""
+    prepared = _prepared(request.config)
+    session = prepared.session if prepared is not None else request.config.stash.get(_SESSION, None)
+    value = seeds.seed_of_test(session.seed if session is not None else 0, request.node.nodeid)
     manual_seed(value)
+    if session is not None:
+        session.connection.seed_pending = seeds.worker_seed(value)
     request.node.stash[_SEED] = value
     return value
 

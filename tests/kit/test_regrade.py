@@ -1,0 +1,75 @@
+"""A regrade of the same files is the same report, byte for byte but for the timings (grader.host.seeds).
+
+Every draw of a grading comes from a seed derived from the submission's files, the kit's version and the course's
+salt (`GRADER_SALT`): the inputs the trusted side draws, the worker's own draws (dropout, weights a module starts
+with) and the capstone's task. The report records it, and `grader check --seed` with it grades alike, on this
+machine or another: here it reproduces what a batch on a local Dask cluster wrote with a salt. The submission is one
+whose feedback carries drawn values: a dropout-rate measurement's factors and the capstone's decoded examples.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from grader.host import seeds
+from grader.intake.submission import load
+from grader.judge import variants
+
+REPO = Path(__file__).resolve().parents[2]
+MISTAKES = {"sublayers": "adds_norm_x", "transformer": "decodes_the_source"}  # values drawn show in both messages
+SALT = "a course's secret"
+
+
+def without_timings(value):
+    if isinstance(value, dict):
+        return {k: without_timings(v) for k, v in value.items() if k not in ("duration_s", "seconds")}
+    if isinstance(value, list):
+        return [without_timings(v) for v in value]
+    return value
+
+
+@pytest.fixture(scope="module")
+def dave(tmp_path_factory) -> Path:
+    """The reference solutions with two known mistakes swapped in, in a class of one."""
+    folder = tmp_path_factory.mktemp("class") / "dave"
+    folder.mkdir()
+    for solution in (REPO / "solutions").glob("*.py"):
+        if solution.name not in ("__init__.py", "config.py"):
+            shutil.copyfile(solution, folder / solution.name)
+    for exercise, name in MISTAKES.items():
+        variants.write(next(m for m in variants.mistakes(exercise) if m.name == name), folder)
+    return folder
+
+
+def test_the_same_files_graded_twice_give_the_same_report(grader_cli, dave, tmp_path):
+    first, second = (grader_cli.check(dave, tmp_path / f"{n}.json", "transformer") for n in (1, 2))
+    assert first.returncode == 0 and second.returncode == 0, first.describe() + second.describe()
+    assert first.report["seed"] == seeds.grading_seed(load(dave).files), first.report["seed"]
+    drawn = [t["message"] for e in first.report["exercises"] for t in e["tests"] if "some came out" in t["message"]
+             or "training steps" in t["message"]]
+    assert drawn, "no message with drawn values: the comparison below would prove little"
+    assert without_timings(first.report) == without_timings(second.report)
+
+
+def test_a_batch_on_a_cluster_uses_the_course_salt_and_check_seed_reproduces_its_report(
+        grader_cli, grader_env, dave, tmp_path):
+    out = tmp_path / "grades"
+    env = {**grader_env, seeds.SALT_VARIABLE: SALT}
+    batch = grader_cli.run("batch", str(dave.parent), "--out", str(out), "--cluster", "local:2", env=env)
+    assert batch.returncode == 0, batch.describe()
+    written = json.loads((out / "dave.json").read_text())
+    assert written["seed"] == seeds.grading_seed(load(dave).files, salt=SALT) != seeds.grading_seed(load(dave).files)
+    again = grader_cli.run("check", *(e["id"] for e in written["exercises"]), "--submission", str(dave),
+                           "--seed", str(written["seed"]), json_path=tmp_path / "again.json")
+    assert again.returncode == 0, again.describe()
+    assert without_timings(again.report["exercises"]) == without_timings(written["exercises"])
+
+
+@pytest.mark.parametrize("seed", ["-1", "x", str(2**63)])
+def test_a_seed_that_is_not_one_is_a_one_line_usage_error(grader_cli, dave, tmp_path, seed):
+    run = grader_cli.run("check", "attention", "--submission", str(dave), "--seed", seed)
+    assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1 and "seed" in run.stderr, run.describe()
