@@ -40,11 +40,12 @@ def installed(exercises: tuple[str, ...]) -> bool:
     return all((ROOT / "tests" / "public" / f"test_{name}.py").is_file() for name in exercises)
 
 
-def main(rounds: int) -> None:
+def main(rounds: int, device: str = "auto") -> None:
     commands = {"python -c 'import torch'": ([sys.executable, "-c", "import torch"], None)}
     for label, exercises, extra, goal in ROWS:
         if installed(exercises):
-            command = [sys.executable, "-m", "grader", "check", *exercises, *extra, "--submission", "solutions"]
+            command = [sys.executable, "-m", "grader", "check", *exercises, *extra, "--submission", "solutions",
+                       "--device", device]
             commands[label] = (command, goal)
     for command, _ in commands.values():
         wall(command)  # warm the file cache
@@ -60,7 +61,7 @@ def main(rounds: int) -> None:
         print(f"{label:38s} median {median:6.2f} s over {rounds} runs{ratio}{goal_text}")
 
 
-def capstone_times(seeds: range, variants: list[str]) -> None:
+def capstone_times(seeds: range, variants: list[str], device: str = "auto") -> None:
     """The time to clear the capstone and the share of fresh sequences decoded right, per task seed, with the
     hidden test's own settings: for the reference, and for each correct variant of transformer.py named."""
     path = ROOT / "tests" / "hidden" / "test_transformer.py"
@@ -71,6 +72,7 @@ def capstone_times(seeds: range, variants: list[str]) -> None:
     from grader.inside.shared import capstone
 
     torch.set_num_threads(1)
+    on = torch.device("cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu")
     spec = importlib.util.spec_from_file_location("capstone_settings", path)
     settings = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(settings)
@@ -84,9 +86,10 @@ def capstone_times(seeds: range, variants: list[str]) -> None:
         for seed in seeds:
             _, table, src = settings.draw_task(seed)
             torch.manual_seed(settings.TRAIN_SEED)
-            model = module.Transformer(settings.COPY["vocab"], settings.COPY["vocab"], **settings.SIZES)
+            model = module.Transformer(settings.COPY["vocab"], settings.COPY["vocab"], **settings.SIZES).to(on)
             trained = capstone.train_copy(model, table=table, **settings.COPY, seed=settings.TRAIN_SEED)
-            accuracy = (capstone.greedy_copy(model.eval(), src) == table[src]).all(dim=1).float().mean().item()
+            decoded = capstone.greedy_copy(model.eval(), src.to(on)).cpu()
+            accuracy = (decoded == table[src]).all(dim=1).float().mean().item()
             print(f"capstone, {name}, task seed {seed}: trained {len(trained['losses'])} steps "
                   f"in {trained['seconds']:5.2f} s, decodes {accuracy:.1%} "
                   f"(threshold {settings.THRESHOLD:.0%}, goal for the reference: within 15 s)", flush=True)
@@ -96,10 +99,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--capstone-only", action="store_true", help="skip the start-up timings")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="graded with --device (the capstone rows train on it too)")
     parser.add_argument("--capstone-seeds", type=int, default=3, help="task seeds 0..N-1 for the capstone rows")
     parser.add_argument("--capstone-variant", action="append", default=[], metavar="FILE",
                         help="also time this transformer.py (repeatable)")
     arguments = parser.parse_args()
     if not arguments.capstone_only:
-        main(arguments.rounds)
-    capstone_times(range(arguments.capstone_seeds), arguments.capstone_variant)
+        main(arguments.rounds, arguments.device)
+    capstone_times(range(arguments.capstone_seeds), arguments.capstone_variant, arguments.device)

@@ -50,18 +50,24 @@ def test_correct_transformers_keep_to_the_input_device(path):
     assert on_another_device(transformer.greedy_decode, model, TOKENS, 5, 1) == ""
 
 
-@pytest.mark.parametrize(("function", "shape", "old", "new"), [
-    ("causal_average", [2, 5, 3], "dtype=x.dtype, device=x.device)", "dtype=x.dtype)"),
-    ("weight_mask_and_normalization", [2, 5, 5], "dtype=torch.bool, device=weight.device)", "dtype=torch.bool)"),
-])
-def test_a_tensor_made_on_the_cpu_mixes_devices(function, shape, old, new):
-    masking = load(REPO / "solutions/masking.py", "masking", ((old, new),))
+# Tensors made without the input's device, as students write them: (exercise, function, its input, the edit of the
+# reference). Here a fake device shows them; on a GPU, test_gpu.py grades them with --device cuda.
+MADE_ON_THE_CPU = (
+    ("masking", "causal_average", [2, 5, 3], ("dtype=x.dtype, device=x.device)", "dtype=x.dtype)")),
+    ("masking", "weight_mask_and_normalization", [2, 5, 5],
+     ("dtype=torch.bool, device=weight.device)", "dtype=torch.bool)")),
+    ("transformer", "greedy_decode", None, ("dtype=torch.long, device=src.device)", "dtype=torch.long)")),
+)
+
+
+@pytest.mark.parametrize(("function", "shape", "edit"), [made[1:] for made in MADE_ON_THE_CPU if made[0] == "masking"])
+def test_a_tensor_made_on_the_cpu_mixes_devices(function, shape, edit):
+    masking = load(REPO / "solutions/masking.py", "masking", (edit,))
     assert "two devices" in on_another_device(getattr(masking, function), {"shape": shape, "dtype": "float32"})
 
 
 def test_greedy_decode_starting_on_the_cpu_mixes_devices():
-    transformer = load(REPO / "solutions/transformer.py", "transformer",
-                       (("dtype=torch.long, device=src.device)", "dtype=torch.long)"),))
+    transformer = load(REPO / "solutions/transformer.py", "transformer", (MADE_ON_THE_CPU[2][3],))
     model = transformer.Transformer(11, 13, d_model=16, n_heads=2, d_ff=16, max_seq_len=16).eval()
     assert "two devices" in on_another_device(transformer.greedy_decode, model, TOKENS, 5, 1)
 
