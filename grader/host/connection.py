@@ -38,6 +38,8 @@ class Connection:
     missing_files: frozenset[str] = frozenset()
     # exercise files made from notebook cells that do not parse: file -> the one line that names the cell and line
     unparsed_files: dict[str, str] = field(default_factory=dict)
+    # exercise module -> the exercise modules its top level imports (grader.intake.imports): imported first, each once
+    imports: dict[str, tuple[str, ...]] = field(default_factory=dict)
     call_timeout_s: float | None = None
     budget: Budget | None = None
     process: WorkerProcess | None = None
@@ -49,6 +51,8 @@ class Connection:
     _modules: dict[str, Remote] = field(default_factory=dict)
     _attributes: dict[tuple[int, str], Any] = field(default_factory=dict)
     _release_pending: bool = False
+    _importing: set[str] = field(default_factory=set)  # exercise modules whose imports are being imported first
+    _import_roots: dict[str, tuple[str, str]] = field(default_factory=dict)  # module -> the file that failed, and how
     # The worker's seed for the test that starts (grader.host.seeds), sent with its next request, not in a round
     # trip of its own; kept across a restart, so that a new worker is seeded too.
     seed_pending: int | None = None
@@ -138,12 +142,16 @@ class Connection:
                     "{limit} s per-call limit), and the tests left were not run", budget=self.budget.message,
                     what=what, seconds=f"{timeout:.3g}", limit=f"{per_call:g}")) from None
             self._lost(what)
-            raise WorkerCrash(tr("{problem} in {what}: look for an endless loop; the worker was restarted",
-                                 problem=problem, what=what)).caused("timeout") from None
+            crash = WorkerCrash(tr("{problem} in {what}: look for an endless loop; the worker was restarted",
+                                   problem=problem, what=what)).caused("timeout")
+            crash.names_its_cause = importing  # the import itself hung: a test's hint about values would mislead
+            raise crash from None
         except WorkerGone as problem:
             self._lost(what)
-            raise WorkerCrash(tr("{problem} in {what}; the worker was restarted", problem=problem, what=what)
-                              + self._stderr_tail(process)).caused("crash") from None
+            crash = WorkerCrash(tr("{problem} in {what}; the worker was restarted", problem=problem, what=what)
+                                + self._stderr_tail(process)).caused("crash")
+            crash.names_its_cause = importing
+            raise crash from None
         except protocol.ProtocolError as error:  # exchange killed the worker: no later reply can answer anything
             raise self._broke_protocol(what, error) from None
         if not reply["ok"]:
@@ -222,6 +230,8 @@ class Connection:
         self.ensure_started()
         if name in self._modules:
             return self._modules[name]
+        if exercise_file and name not in self._importing:
+            self._import_first(name)
         try:
             module = self.request({"op": "import", "name": name}, {}, what=what, importing=exercise_file)
         except BudgetExhausted:
@@ -234,6 +244,33 @@ class Connection:
         if isinstance(module, Remote):
             self._modules[name] = module
         return module
+
+    def _import_first(self, name: str) -> None:
+        """Import, one at a time and first, the exercise files `name` imports: one that failed (an endless loop at its
+        top level, say) then fails `name` at once, saying so, instead of running again inside it. A file missing or
+        unparsed is left to `name`'s own import, which says so as before."""
+        self._importing.add(name)
+        try:
+            for dependency in self.imports.get(name, ()):
+                if dependency in self._importing or dependency in self._modules or f"{dependency}.py" in (
+                        *self.missing_files, *self.unparsed_files):
+                    continue
+                try:
+                    self.import_module(dependency)
+                except BudgetExhausted:
+                    raise
+                except SubmissionFailure as failure:
+                    if dependency not in self._broken_imports:
+                        raise
+                    root, problem = self._import_roots.get(dependency, (f"{dependency}.py", str(failure)))
+                    blocked = SubmissionFailure(tr("{file} was not imported, as it needs {other}: {problem}",
+                                                   file=f"{name}.py", other=root, problem=problem))
+                    blocked.caused(*failure.causes, f"import:{name}.py")
+                    blocked.file, blocked.names_its_cause = failure.file or root, True
+                    self._broken_imports[name], self._import_roots[name] = blocked, (root, problem)
+                    raise blocked.again() from None
+        finally:
+            self._importing.discard(name)
 
     def module_attribute(self, module: Remote, name: str) -> Any:
         """`module.name`, asked of the worker once: a module's functions and classes are what tests look up."""

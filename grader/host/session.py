@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING
 from grader.host import portable, seeds, tiers
 from grader.host.limits import Limits
 from grader.host.scratch import remove_stale_stages
+from grader.curriculum import SUBMISSION_FILES
 from grader.intake import submission as submissions
+from grader.intake.imports import exercise_imports
 
 if TYPE_CHECKING:
     from grader.host.connection import Connection
@@ -175,8 +177,9 @@ class GradingSession:
             first.kill()
             workers.close()
             raise
+        imports = exercise_imports(loaded.files, [file.removesuffix(".py") for file in SUBMISSION_FILES])
         connection = Connection(workers.start, sandbox.limits, restart=lambda: workers.start(fresh=True),
-                                missing_files=loaded.missing, unparsed_files=loaded.unparsed,
+                                missing_files=loaded.missing, unparsed_files=loaded.unparsed, imports=imports,
                                 process=first, generation=1)
         return cls(path, loaded, device, sandbox.limits, workers, connection,
                    opened_at if opened_at is not None else time.monotonic(),
