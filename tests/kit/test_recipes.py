@@ -61,6 +61,28 @@ def test_setup_sh_locks_the_bundle_and_grades_the_reference_once(gradescope: Gra
     assert "10/10" in gradescope.setup_output and "sandbox:" in gradescope.setup_output, gradescope.setup_output[-2000:]
 
 
+def test_setup_sh_stops_in_one_line_where_the_rehearsals_python_lacks_the_pinned_torch(gradescope: Gradescope,
+                                                                                      tmp_path: Path):
+    """With GRADER_SETUP_SKIP_SYSTEM=1 and no torch, or another one, setup.sh stops before its `pip install -e` could
+    resolve one (PyPI's newest, with GB of CUDA libraries): one line, naming the pin and how to install it. The venv
+    has no pip of its own, so that a setup.sh that goes on cannot download anything."""
+    python = tmp_path / "image python"  # a space in the path, as a user's may have
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(python)], check=True, timeout=120)
+    pin = re.search(r"pip install torch==(\S+) --index-url", (REPO / "grader" / "recipes" / "setup.sh").read_text())[1]
+    env = plain_environment(AUTOGRADER_ROOT=str(tmp_path / "autograder"), GRADER_SETUP_SKIP_SYSTEM="1",
+                            PATH=f"{python / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    site_packages = next(python.glob("lib/python3*/site-packages"))
+    for version in (None, "2.14.1+cu130"):
+        if version:  # a torch that is not the pin, as an unpinned `pip install` leaves
+            program(site_packages / "torch", "__init__.py", f"__version__ = {version!r}\n")
+        done = subprocess.run(["bash", str(gradescope.root / "source" / "setup.sh")], capture_output=True, text=True,
+                              timeout=60, env=env)
+        assert done.returncode == 1 and len(done.stderr.splitlines()) == 1, f"exit {done.returncode}:\n{done.stderr}"
+        found = f"torch {version}" if version else "no torch"
+        assert f"torch {pin} is needed in {python / 'bin' / 'python3'}, which has {found};" in done.stderr, done.stderr
+        assert f" -m pip install torch=={pin} --index-url https://download.pytorch.org/whl/cpu\n" in done.stderr
+
+
 @pytest.mark.parametrize("tier", ["bubblewrap", "user"])
 def test_run_autograder_grades_the_reference_in_full_and_the_stubs_at_zero(gradescope: Gradescope, tier: str):
     refused = tier == "user"  # a root grader whose bwrap cannot create namespaces, as in Docker
