@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.grade.scoring import ExerciseResult, TestOutcome, TestResult
+from grader.lang import N_, tr
 from grader.text import clean
 
 SCHEMA = "grader-report/1"
@@ -165,22 +166,30 @@ def to_gradescope(report: GradeReport, *, hidden_visibility: str = HIDDEN_VISIBI
              f"{report.sandbox})"
     graded = "; ".join(f"{exercise.id}: {', '.join(exercise.files)}" for exercise in report.exercises if exercise.files)
     output += f"\nGraded from: {graded}" if graded else ""
+    # Below bubblewrap, the tier is the instructor's business, not the student's: the students' `output` names it
+    # in its first line alone; why, and what it means, goes to Gradescope's stored `extra_data`, and the grader's
+    # warnings to its own output, which `stdout_visibility` keeps for the instructor.
+    extra: dict[str, Any] = {"sandbox": report.sandbox}
     if report.sandbox != "bubblewrap":
-        warning = TIER_WARNINGS.get(report.sandbox, TIER_WARNINGS["none"])
-        output += f"\n\nWARNING: {warning} (sandbox: {report.sandbox})."
+        extra["notice"] = tr(TIER_NOTICES.get(report.sandbox, TIER_NOTICES["none"]))
+        extra["warnings"] = list(report.warnings)
     return {
         "score": report.score,
         "execution_time": round(report.duration_s, 3),
         "output": output,
         "output_format": "text",
         "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "extra_data": extra,
         "tests": tests,
     }
 
 
-TIER_WARNINGS = {
-    "user": "this submission was graded without bubblewrap's namespaces, as a separate unprivileged user",
-    "none": "this submission was graded WITHOUT isolation: it ran as the grader's own user",
+TIER_NOTICES = {  # for the instructor, in results.json's extra_data (docs/gradescope.md, section 2)
+    "user": N_("graded at the user tier, without bubblewrap's namespaces: the submission ran as a separate "
+               "unprivileged user, with no capability and a syscall filter; `warnings` says why"),
+    "none": N_("graded WITHOUT isolation, at the none tier: the submission ran as the grader's own user; `warnings` "
+               "says why"),
 }
 
 
