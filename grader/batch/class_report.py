@@ -208,12 +208,12 @@ def _not_graded(summary: ClassSummary) -> str:
     """Who was not graded (refused, over the time limit, the grader's own error) and who hit a worker's limit."""
     if not summary.limits:
         return ""
-    rows = "".join(f'<tr><td><a href="#{_anchor(hit.id)}">{_e(hit.id)}</a></td><td>{_e(", ".join(hit.limits))}</td>'
-                   f"<td>{_e(hit.reason)}</td></tr>" for hit in summary.limits)
+    rows = "".join(f'<tr><td><a href="#{_anchor(hit.id)}">{_e(hit.id)}</a></td><td>{_e(hit.status)}</td>'
+                   f'<td>{_e(", ".join(hit.limits))}</td><td>{_e(hit.reason)}</td></tr>' for hit in summary.limits)
     return ('<h2 id="not-graded">Not graded, or stopped by a limit</h2>\n<p class=note>Refused, limit and '
-            "grader-error submissions are left out of the mean and the charts; a timeout, crash or memory limit "
-            "inside a graded run cost that submission the tests it stopped.</p>\n"
-            f"<table><tr><th>Submission</th><th>What</th><th>Reason</th></tr>{rows}</table>")
+            "grader-error submissions are left out of the mean and the charts; a graded one whose tests a timeout, "
+            "crash or memory limit stopped lost those tests' points and is counted.</p>\n"
+            f"<table><tr><th>Submission</th><th>Status</th><th>What</th><th>Reason</th></tr>{rows}</table>")
 
 
 def _students(results: list[Result], selection: Selection, reports: dict[str, GradeReport | None]) -> str:

@@ -82,3 +82,22 @@ def _runtime(requested: str) -> tuple[str, str]:
         return resolve_device(requested), torch.__version__
     except ValueError:
         return requested, torch.__version__
+
+
+REMOVED_FOLDER = "removed"  # DIR/removed/: the reports of submissions no longer in SUBMISSIONS_DIR
+
+
+def move_aside(out: Path, ids: set[str]) -> list[str]:
+    """Move the reports in `out` of submissions not among `ids` (`<id>.json`, and `feedback/<id>.txt`) into
+    `out/removed/`, so that grades.csv, the summary and the folder agree on who is in the class; their ids, sorted."""
+    gone = sorted(path.stem for path in out.glob("*.json")
+                  if path.stem not in ids and path.name != "summary.json" and contract_shaped(read(path)))
+    if gone:
+        aside = out / REMOVED_FOLDER
+        aside.mkdir(exist_ok=True)
+        for name in gone:
+            (out / f"{name}.json").replace(aside / f"{name}.json")
+            feedback = out / "feedback" / f"{name}.txt"
+            if feedback.is_file():
+                feedback.replace(aside / f"{name}.txt")
+    return gone

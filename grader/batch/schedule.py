@@ -35,7 +35,7 @@ from grader.host import trees
 from grader.host.scratch import remove_stale_stages
 from grader.inside.shared import processes
 from grader.intake.submission import SubmissionInputError, load
-from grader.lang import tr
+from grader.lang import N_, plural, tr
 from grader.text import id_of, skeleton
 
 # DIR/grades.csv and DIR/summary.json: no submission's report may take or shadow their names.
@@ -152,6 +152,10 @@ def run(
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob(".partial-*"):  # left by a batch that was killed: its reports never landed
         shutil.rmtree(stale, ignore_errors=True)
+    if gone := records.move_aside(out, {entry.id for entry in entries}):
+        say(plural(len(gone), N_("grader: the report of {ids}, no longer among the submissions, was moved to {aside}"),
+                   N_("grader: the reports of {count} submissions no longer among them were moved to {aside}: {ids}"),
+                   ids=", ".join(gone), aside=str(out / records.REMOVED_FOLDER)))
     keys = {entry.id: key(entry, selection, salt) for entry in entries}
     results: dict[str, Result] = {}
     todo = []

@@ -84,11 +84,14 @@ class ImportFailure:
 
 @dataclass(frozen=True)
 class LimitHit:
-    """A submission that was not graded or hit a limit (timeout, crash, memory), and the first reason given."""
+    """A submission that was not graded, or was graded but hit a limit (timeout, crash, memory) in some tests: its
+    status as grades.csv says it, the limits, and the first reason given (the report's warning, or the first test a
+    limit stopped, as `exercise: message`)."""
 
     id: str
     limits: list[str]
     reason: str
+    status: str
 
 
 @dataclass(frozen=True)
@@ -278,13 +281,17 @@ def _judged_exercises(report: ReportJSON) -> list[ExerciseResult]:
 
 def _limit_hit(result: Result) -> LimitHit | None:
     """Why a submission is not simply graded: its status, or the limits its tests hit; None when neither."""
-    hits = set()
+    hits, first = set(), ""
     if result.ended == Status.GRADED:
-        for test in _tests(result.report):
-            hits |= {str(cause) for cause in test.get("causes") or () if cause in LIMITS}
-        return LimitHit(result.id, sorted(hits), "") if hits else None
+        for exercise in result.report.get("exercises", []):
+            for test in exercise.get("tests", []):
+                limits = {str(cause) for cause in test.get("causes") or () if cause in LIMITS}
+                if limits and not first:
+                    first = excerpt(f"{exercise.get('id')}: {test.get('message', '')}".split("\n")[0])
+                hits |= limits
+        return LimitHit(result.id, sorted(hits), first, CSV_STATUS[result.ended]) if hits else None
     reason = (result.report.get("warnings") or [""])[0]
-    return LimitHit(result.id, [LIMIT_KIND[result.ended]], reason)
+    return LimitHit(result.id, [LIMIT_KIND[result.ended]], reason, CSV_STATUS[result.ended])
 
 
 def _tests(report: ReportJSON) -> list[dict[str, Any]]:

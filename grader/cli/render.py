@@ -223,8 +223,8 @@ def render_summary(summary: ClassSummary, console: Console, out: Path) -> None:
         _render_statistics(summary, console)
     for hit in summary.limits:
         reason = f" ({escape(clean(hit.reason, newlines=False))})" if hit.reason else ""
-        console.print(f"[yellow]not graded or hit a limit:[/] {escape(clean(hit.id, newlines=False))}: "
-                      f"{', '.join(hit.limits)}{reason}")
+        said = "graded, but a limit stopped some tests" if hit.status == "graded" else f"not graded ({hit.status})"
+        console.print(f"[yellow]{said}:[/] {escape(clean(hit.id, newlines=False))}: {', '.join(hit.limits)}{reason}")
     console.print(f"[dim]Reports in {escape(str(out))}/: <id>.json, grades.csv, summary.json; the class report: "
                   f"{escape(str(out / 'report.html'))}[/]", soft_wrap=True)
 

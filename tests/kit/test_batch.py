@@ -94,7 +94,8 @@ def test_the_class_statistics_are_over_the_graded_submissions_only(first_run):
     # no failure there judged a student's own code (test_class_report checks the ranking on a class that fails).
     assert summary["hardest_tests"] == [], summary["hardest_tests"]
     mallory = json.loads((out / "mallory.json").read_text())
-    assert summary["limits"] == [{"id": "mallory", "limits": ["refused"], "reason": mallory["warnings"][0]}]
+    assert summary["limits"] == [{"id": "mallory", "limits": ["refused"], "reason": mallory["warnings"][0],
+                                  "status": "refused"}]
     assert "4 submissions: 3 graded, 1 refused, 0 limit, 0 grader-error" in run.stdout, run.stdout
     assert "Mean 36.67/100 over the 3 graded (1 refused, limit or grader-error not counted)" in run.stdout, run.stdout
     assert "mallory: refused" in run.stdout, run.stdout
@@ -191,7 +192,8 @@ def test_a_submission_over_its_time_budget_is_stopped_and_the_next_one_is_graded
     assert zoe["status"] == "graded" and zoe["score"] == zoe["max_score"] == 100
     assert time.monotonic() - started < 120
     summary = json.loads((out / "summary.json").read_text())
-    assert {"id": "looper", "limits": ["timeout"], "reason": looper["warnings"][0]} in summary["limits"]
+    assert {"id": "looper", "limits": ["timeout"], "reason": looper["warnings"][0],
+            "status": "limit"} in summary["limits"]
     # The looper went over the budget: counted beside the class, never a 0 in its mean.
     assert summary["statuses"] == {"graded": 1, "refused": 0, "limit": 1, "grader-error": 0}, summary["statuses"]
     assert summary["scored"] == 1 and summary["mean_score"] == 100, summary

@@ -191,5 +191,21 @@ def test_a_limit_is_read_from_what_the_trusted_side_saw_never_from_a_message():
         failing("loud", "p_attn differs\nYour code printed (last lines):\nthe worker ran out of memory"),
         failing("slow", "在 attention() 中运行超时（2 秒）", causes=["timeout"]),
     ]
-    limits = {hit.id: hit.limits for hit in summarise(the_class, selection()).limits}
-    assert limits == {"slow": ["timeout"]}, limits
+    limits = {hit.id: (hit.limits, hit.status, hit.reason) for hit in summarise(the_class, selection()).limits}
+    assert limits == {"slow": (["timeout"], "graded", "attention: 在 attention() 中运行超时（2 秒）")}, limits
+
+
+def test_reports_of_submissions_no_longer_in_the_folder_are_moved_aside(tmp_path):
+    from grader.batch import records
+    from grader.grade.reports import SCHEMA
+
+    for name in ("alice", "bob", "carol"):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"schema": SCHEMA, "exercises": []}))
+    (tmp_path / "summary.json").write_text("{}")
+    (tmp_path / "notes.json").write_text("[]")  # not a report: stays
+    (tmp_path / "feedback").mkdir()
+    (tmp_path / "feedback" / "bob.txt").write_text("bob's feedback")
+    assert records.move_aside(tmp_path, {"alice"}) == ["bob", "carol"]
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == ["alice.json", "notes.json", "summary.json"]
+    assert sorted(p.name for p in (tmp_path / records.REMOVED_FOLDER).iterdir()) == ["bob.json", "bob.txt", "carol.json"]
+    assert records.move_aside(tmp_path, {"alice"}) == []
