@@ -606,8 +606,11 @@ def test_one_dropout_between_the_embeddings_and_the_output(impl, ref, seed, path
     m.train()
     out = call(m, path, *args)
     out = out[..., :TGT_VOCAB] if path == "forward" else out
-    # A row whose values were all kept is constant, and normalises to exactly 0 (p^0 (1-p)^d_model: rare).
-    constant = (out == 0).all(dim=-1)
+    # A row whose values were all kept is constant, and normalises to 0 up to float32's rounding of embeddings *
+    # sqrt(d_model) + positions, as in eval mode ((1-p)^d_model of the rows: a few of 512; a row with any value dropped
+    # normalises to values of at least 1/sqrt(d_model - 1) in size). Exactly 0 was asked once, and failed correct
+    # models on the draws where such a row came out of the rounding not quite constant.
+    constant = (out.abs() < 1e-3).all(dim=-1)
     assert float(constant.double().mean()) < 0.05, (
         tr("in training mode with dropout={p}, nothing was dropped on the way from the embeddings to {where} in "
            "{share} of the positions.", p=p, where=where, share=format(float(constant.double().mean()), ".0%"))
