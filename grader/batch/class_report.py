@@ -18,33 +18,26 @@ import importlib
 import io
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import quote
 
 from rich.console import Console
 
 from grader import __version__
+from grader.batch import class_sections
+from grader.batch.class_sections import FEEDBACK_FOLDER, anchor, links
 from grader.batch.jobs import Status
 from grader.batch.summary import (
     CSV_STATUS,
     ClassSummary,
-    diagnosed,
-    did_not_import,
-    excerpt,
-    first_line,
-    judges_own_code,
 )
 from grader.cli.render import points, render
 from grader.curriculum import BY_ID
 from grader.grade.reports import GradeReport, atomic_path
-from grader.grade.results import ExerciseResult, ExerciseStatus, TestOutcome
 from grader.grade.selection import Selection
 from grader.text import clean
 
 if TYPE_CHECKING:
     from grader.batch.schedule import Result
 
-FEEDBACK_FOLDER = "feedback"
-FIRST_PROBLEM_CHARACTERS = 200
 STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 72em; padding: 0 1em; color: #222; }
 h1 { margin-bottom: 0.2em; } h2 { margin-top: 1.8em; border-bottom: 1px solid #ccc; }
@@ -57,6 +50,8 @@ pre { white-space: pre-wrap; margin: 0; font-size: 0.85em; max-width: 48em; }
 table.students { font-size: 0.85em; } tr.scores { border-bottom: none; } tr.details td { padding-top: 0; }
 tr.details { color: #444; } code { font-size: 0.95em; overflow-wrap: anywhere; }
 table.hardest td:first-child { overflow-wrap: anywhere; } table.hardest pre { min-width: 26em; }
+table.help td:nth-child(4), table.help td:nth-child(5) { max-width: 30em; } .finder { margin: 0.3em 0; }
+ul.causes { margin: 0; padding-left: 1.1em; } ul.causes li { margin-bottom: 0.4em; }
 .charts { display: flex; flex-wrap: wrap; gap: 1em; } .charts svg { max-width: 100%; height: auto; }
 @media print { body { margin: 0; max-width: none; } a { color: inherit; text-decoration: none; } }
 """
@@ -103,8 +98,10 @@ def feedback_text(result: Result, report: GradeReport | None) -> str:
 def page(results: list[Result], selection: Selection, summary: ClassSummary,
          reports: dict[str, GradeReport | None]) -> str:
     """The whole report.html; `reports`, each graded submission's report by id."""
-    sections = [_overview(summary, selection), _charts(summary), _mistakes(summary), _imports(summary),
-                _hardest(summary), _not_graded(summary), _students(results, selection, reports)]
+    ordered = class_sections.standings(results, reports, summary.max_score)
+    sections = [_overview(summary, selection), class_sections.needs_help(ordered), _charts(summary),
+                class_sections.hardest(summary), _mistakes(summary), _imports(summary), _not_graded(summary),
+                class_sections.students(results, selection, reports, ordered)]
     title = f"Class report: {summary.submissions} submissions"
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f'<meta http-equiv="Content-Security-Policy" content="{POLICY}">\n'
@@ -161,7 +158,7 @@ def _mistakes(summary: ClassSummary) -> str:
                        "is unique to it; the student release carries no catalogue).</p>")
     rows = []
     for mistake in summary.mistakes:
-        who = _who(mistake.ids)
+        who = links(mistake.ids)
         rows.append(f"<tr><td class=n>{mistake.count}</td><td><strong>{_e(mistake.exercise)}</strong>: "
                     f"{_e(mistake.name)}<br><span class=note>{_e(mistake.explanation)}</span></td><td>{who}</td></tr>")
     return (head + f"<p class=note>Over the {summary.scored} graded submissions, the most frequent first.</p>\n"
@@ -173,7 +170,7 @@ def _imports(summary: ClassSummary) -> str:
         return ""
     rows = "".join(
         f"<tr><td class=n>{failure.count}</td><td><strong>{_e(failure.exercise)}</strong><br>"
-        f"<span class=note>{_e(failure.example)}</span>{_from(failure.example_from)}</td><td>{_who(failure.ids)}</td>"
+        f"<span class=note>{_e(failure.example)}</span>{_from(failure.example_from)}</td><td>{links(failure.ids)}</td>"
         "</tr>"
         for failure in summary.did_not_import)
     return ('<h2 id="did-not-import">Files that did not import</h2>\n<p class=note>A syntax error or a missing name '
@@ -182,33 +179,11 @@ def _imports(summary: ClassSummary) -> str:
             f"<table><tr><th>Students</th><th>Exercise, and one failure</th><th>Who</th></tr>{rows}</table>")
 
 
-def _hardest(summary: ClassSummary) -> str:
-    if not summary.hardest_tests:
-        return ""
-    rows = "".join(
-        f"<tr><td>{_test_name(test.name)}</td><td class=n>{1 - test.pass_rate:.0%} ({test.failed})</td>"
-        f"<td><pre>{_e(test.example)}</pre>{_from(test.example_from)}</td></tr>" for test in summary.hardest_tests)
-    return ('<h2 id="hardest">Tests most students fail</h2>\n<p class=note>The ten with the largest share failing, '
-            "counted where the test judged the exercise's own code: exercises blocked by a failing prerequisite, "
-            "not started, not submitted or that did not import are left out. Failing: the share of those "
-            "students, and how many.</p>\n"
-            '<table class="hardest"><tr><th>Test</th><th>Failing</th><th>One failure\'s message</th></tr>'
-            f"{rows}</table>")
-
-
-def _test_name(name: str) -> str:
-    """"exercise: suite/file.py::test[parameters]" as the exercise, the test in full, and where it is written."""
-    exercise, _, test = name.partition(": ")
-    where, _, function = test.rpartition("::")
-    return f"<strong>{_e(exercise)}</strong>: {_e(function)}" + (f"<br><span class=note>{_e(where)}</span>"
-                                                                  if where else "")
-
-
 def _not_graded(summary: ClassSummary) -> str:
     """Who was not graded (refused, over the time limit, the grader's own error) and who hit a worker's limit."""
     if not summary.limits:
         return ""
-    rows = "".join(f'<tr><td><a href="#{_anchor(hit.id)}">{_e(hit.id)}</a></td><td>{_e(hit.status)}</td>'
+    rows = "".join(f'<tr><td><a href="#{anchor(hit.id)}">{_e(hit.id)}</a></td><td>{_e(hit.status)}</td>'
                    f'<td>{_e(", ".join(hit.limits))}</td><td>{_e(hit.reason)}</td></tr>' for hit in summary.limits)
     return ('<h2 id="not-graded">Not graded, or stopped by a limit</h2>\n<p class=note>Refused, limit and '
             "grader-error submissions are left out of the mean and the charts; a graded one whose tests a timeout, "
@@ -216,74 +191,10 @@ def _not_graded(summary: ClassSummary) -> str:
             f"<table><tr><th>Submission</th><th>Status</th><th>What</th><th>Reason</th></tr>{rows}</table>")
 
 
-def _students(results: list[Result], selection: Selection, reports: dict[str, GradeReport | None]) -> str:
-    """A row of scores per student, and under it what to look at: the diagnosed mistakes, the first problem, the
-    feedback that student sees."""
-    header = "".join(f"<th>{_e(x).replace('_', '_<wbr>')}</th>" for x in selection.exercises)
-    rows = []
-    for result in results:
-        status = CSV_STATUS[result.ended]
-        report = reports[result.id]
-        exercises = {exercise.id: exercise for exercise in report.exercises} if report is not None else {}
-        cells = "".join(_score_cell(exercises.get(x)) for x in selection.exercises)
-        total = points(float(result.report.get("score", 0.0))) if status == "graded" else _e(status)
-        rows.append(f'<tr id="{_anchor(result.id)}" class="scores"><td><bdi>{_e(result.id)}</bdi></td>'
-                    f"<td class=n>{total}</td>{cells}</tr>")
-        details = [f'<a href="{FEEDBACK_FOLDER}/{quote(result.id)}.txt">feedback</a>']
-        if mistakes := "; ".join(f"{x}: {name}" for x, name in diagnosed(result.report)):
-            details.append(f"diagnosed: {_e(mistakes)}")
-        if first := _first_problem(exercises):
-            details.append(f"first problem: <code>{_e(first)}</code>")
-        if status == "graded" and (warnings := result.report.get("warnings") or []):
-            details.append("warning: " + _e(excerpt(str(warnings[0]), FIRST_PROBLEM_CHARACTERS))
-                           + (f" (and {len(warnings) - 1} more in the feedback)" if len(warnings) > 1 else ""))
-        rows.append(f'<tr class="details"><td></td><td colspan="{len(selection.exercises) + 1}">'
-                    f"{' · '.join(details)}</td></tr>")
-    return ('<h2 id="students">Students</h2>\n<table class="students"><tr><th>Submission</th><th>Total</th>'
-            f"{header}</tr>" + "".join(rows) + "</table>")
-
-
-def _score_cell(exercise: ExerciseResult | None) -> str:
-    if exercise is None:
-        return "<td class=n>–</td>"
-    note = ""
-    if exercise.absent:
-        note = "not submitted"
-    elif exercise.blocked_by:
-        note = "blocked by " + ", ".join(exercise.blocked_by)
-    elif exercise.status == ExerciseStatus.NOT_STARTED:
-        note = "not started"
-    elif did_not_import(exercise):
-        note = "did not import"
-    shown = f"<br><span class=note>{_e(note)}</span>" if note else ""
-    return f"<td class=n>{points(exercise.score)}{shown}</td>"
-
-
-def _first_problem(exercises: dict[str, ExerciseResult]) -> str:
-    """The first failing test's message in the first exercise that fails on its own (not blocked, started)."""
-    for exercise in exercises.values():
-        if not judges_own_code(exercise):
-            continue
-        failed = next((t for t in exercise.tests if t.outcome in (TestOutcome.FAILED, TestOutcome.ERROR)
-                       and t.max_points > 0), None)
-        if failed is not None:
-            return f"{exercise.id}: {excerpt(first_line(failed.message) or 'failed', FIRST_PROBLEM_CHARACTERS)}"
-    return ""
-
-
-def _who(ids: list[str]) -> str:
-    """Links to the students' rows."""
-    return ", ".join(f'<a href="#{_anchor(i)}"><bdi>{_e(i)}</bdi></a>' for i in ids)
-
-
 def _from(submission_id: str) -> str:
     """Whose words an example message is: a student's text is never shown as the kit's, or the class's."""
-    return f'<br><span class=note>the most frequent message; first from {_who([submission_id])}</span>' \
+    return f'<br><span class=note>the most frequent message; first from {links([submission_id])}</span>' \
         if submission_id else ""
-
-
-def _anchor(submission_id: str) -> str:
-    return "s-" + quote(submission_id, safe="")
 
 
 def _e(text: object) -> str:

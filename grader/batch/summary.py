@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from grader.batch.failing import LIMITS, HardTest, excerpt, first_line, hardest_tests, most_common
 from grader.batch.jobs import ReportJSON, Status
 from grader.curriculum import BY_ID
 from grader.grade.reports import GradeReport, atomic_path, write_json
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
     from grader.batch.schedule import Result
 
 # How the worker's limits announce themselves in a test's message (see grader/host/workers.py and failures.py).
-LIMITS = ("timeout", "crash", "memory")  # the causes of a test's failure that are limits (grader.host.failures)
 # A result's status as grades.csv and summary.json name it (CONTRACT.md section 4), so that a 0 is never silent.
 CSV_STATUS = {Status.GRADED: "graded", Status.REFUSED: "refused", Status.TIMEOUT: "limit",
               Status.FAILED: "grader-error"}
@@ -32,7 +32,6 @@ CSV_STATUS = {Status.GRADED: "graded", Status.REFUSED: "refused", Status.TIMEOUT
 # column uploaded to a gradebook never turns a broken zip or the kit's own failure into a silent 0.
 SCORED = (Status.GRADED,)
 UNPOINTED = (Status.REFUSED, Status.FAILED)
-EXAMPLE_CHARACTERS = 400  # of one failure's message, beside a test most students fail
 # How summary.json's `limits` names a submission that was not simply graded.
 LIMIT_KIND = {Status.REFUSED: "refused", Status.TIMEOUT: "timeout", Status.FAILED: "grader-error"}
 
@@ -44,19 +43,6 @@ class ScoreBin:
     from_percent: int
     to_percent: int
     count: int
-
-
-@dataclass(frozen=True)
-class HardTest:
-    """A test that some graded submissions fail, with the share that pass it among those where it judged the
-    exercise's own code (not blocked by a failing prerequisite, not an unstarted stub), and one failure's message."""
-
-    name: str  # in full: "exercise: suite/test_file.py::test_name[parameters]"
-    pass_rate: float
-    failed: int
-    exercise: str = ""
-    example: str = ""  # the message most of them failed with (a student's own words may be in it)
-    example_from: str = ""  # the first submission, in id order, that failed with it
 
 
 @dataclass(frozen=True)
@@ -155,7 +141,7 @@ def summarise(results: list[Result], selection: Selection) -> ClassSummary:
         mean_score=_mean([r.get("score", 0.0) for r in scored]),
         exercises={x: _mean([_exercise_score(r, x) for r in scored]) for x in selection.exercises},
         histogram=_histogram([r.get("score", 0.0) for r in scored], maximum),
-        hardest_tests=_hardest_tests(judged),
+        hardest_tests=hardest_tests(judged),
         limits=[hit for r in results if (hit := _limit_hit(r))],
         mistakes=_class_mistakes(results),
         did_not_import=_import_failures(judged),
@@ -169,11 +155,6 @@ def did_not_import(exercise: ExerciseResult) -> str:
     if not ran or any(test.outcome != TestOutcome.ERROR for test in ran):
         return ""
     return first_line(ran[0].message)
-
-
-def first_line(message: str) -> str:
-    """A message's first line (after leading blank ones); "" for an empty one."""
-    return next(iter(message.strip().splitlines()), "")
 
 
 def judges_own_code(exercise: ExerciseResult) -> bool:
@@ -192,7 +173,7 @@ def _import_failures(judged: list[tuple[str, list[ExerciseResult]]]) -> list[Imp
                 who.setdefault(exercise.id, []).append(submission_id)
                 examples.setdefault(exercise.id, {}).setdefault(excerpt(line), []).append(submission_id)
     ranked = sorted(who, key=lambda x: -len(who[x]))  # stable: curriculum order among equals
-    return [ImportFailure(x, len(who[x]), who[x], *_most_common(examples[x])) for x in ranked]
+    return [ImportFailure(x, len(who[x]), who[x], *most_common(examples[x])) for x in ranked]
 
 
 def diagnosed(report: ReportJSON) -> list[tuple[str, str]]:
@@ -230,48 +211,8 @@ def _histogram(scores: list[float], maximum: float) -> list[ScoreBin]:
     return [ScoreBin(10 * i, 10 * i + 10, bins.get(i, 0)) for i in range(10)]
 
 
-def _hardest_tests(judged: list[tuple[str, list[ExerciseResult]]]) -> list[HardTest]:
-    """The ten tests with the lowest pass rate, of those some submission failed, counted where each judged the
-    exercise's own code: an exercise blocked by a failing prerequisite, not started (a stub) or not in the
-    submission says nothing of the test, only of what came before it; nor does a test that errored because its
-    file did not import (those are counted apart, `did_not_import`)."""
-    passed: Counter[str] = Counter()
-    seen: Counter[str] = Counter()
-    exercise_of: dict[str, str] = {}
-    examples: dict[str, dict[str, list[str]]] = {}  # test -> message -> who failed with it
-    for who, exercises in judged:
-        for exercise in exercises:
-            for test in exercise.tests:
-                # A test that errored never got to check anything (its file did not import): `did_not_import`.
-                if test.outcome in (TestOutcome.SKIPPED, TestOutcome.ERROR) or test.max_points <= 0:
-                    continue
-                name = f"{exercise.id}: {test.name}"
-                exercise_of[name] = exercise.id
-                seen[name] += 1
-                passed[name] += test.outcome == TestOutcome.PASSED
-                if test.outcome != TestOutcome.PASSED:
-                    examples.setdefault(name, {}).setdefault(excerpt(test.message), []).append(who)
-    hardest = sorted((n for n in seen if passed[n] < seen[n]), key=lambda n: (passed[n] / seen[n], n))[:10]
-    return [HardTest(n, round(passed[n] / seen[n], 4), seen[n] - passed[n], exercise_of[n], *_most_common(examples[n]))
-            for n in hardest]
-
-
-def _most_common(messages: dict[str, list[str]]) -> tuple[str, str]:
-    """The message most submissions failed with (ties: the one first in id order), and the first of them: one
-    student's words never stand for the class unless most of the class wrote them."""
-    message = min(messages, key=lambda m: (-len(messages[m]), min(messages[m])))
-    return message, min(messages[message])
-
-
-def excerpt(message: str, limit: int = EXAMPLE_CHARACTERS) -> str:
-    """The message, or its first `limit` characters cut at a space, with an ellipsis that says it was cut."""
-    if len(message) <= limit:
-        return message
-    return message[:limit].rsplit(" ", 1)[0] + " …"
-
-
 def _judged_exercises(report: ReportJSON) -> list[ExerciseResult]:
-    """The exercises of a graded report whose tests judged their own code (see `_hardest_tests`)."""
+    """The exercises of a graded report whose tests judged their own code (see `failing.hardest_tests`)."""
     try:
         exercises = GradeReport.from_json(dict(report)).exercises
     except (KeyError, TypeError, ValueError):

@@ -313,7 +313,7 @@ def _browser() -> str | None:
 @pytest.mark.skipif(_browser() is None, reason="no headless browser here (CI installs Debian's chromium)")
 def test_the_class_report_renders_in_a_browser_with_its_charts_and_no_console_errors(first_run, tmp_path):
     """The page the batch wrote, opened as an instructor would (a file, offline) in headless chromium: the DOM has
-    both charts and every student's row, a screenshot shows the bars drawn, and the console stays silent (no
+    both charts, who needs help first and every student's row from the lowest total up, a screenshot shows the bars drawn, and the console stays silent (no
     blocked load, no error)."""
     from matplotlib.image import imread
 
@@ -329,6 +329,15 @@ def test_the_class_report_renders_in_a_browser_with_its_charts_and_no_console_er
     assert dom.stdout.count("<svg") == 2 and dom.stdout.count("<path") > 20, "both charts are in the page"
     for submission in ("alice", "bob", "carol", "mallory"):
         assert f'id="s-{submission}"' in dom.stdout, submission
+    # Who needs help comes first (the refused zip, the untouched stubs, a zip of one file), then the table from the
+    # lowest total up.
+    assert dom.stdout.index('id="needs-help"') < dom.stdout.index('id="charts"') < dom.stdout.index('id="students"')
+    needs_help = dom.stdout[dom.stdout.index('id="needs-help"'):dom.stdout.index('id="charts"')]
+    assert re.findall(r'href="#s-(\w+)"', needs_help) == ["mallory", "bob", "carol"], needs_help
+    assert "not started: every exercise is still the stub" in needs_help
+    assert "<td>masking: masking.py is not in this submission</td>" in needs_help  # carol's first problem
+    table = dom.stdout[dom.stdout.index('<table class="students">'):]
+    assert re.findall(r'<tr id="s-(\w+)"', table) == ["mallory", "bob", "carol", "alice"]
     shot = tmp_path / "report.png"
     screenshot = subprocess.run([*command, "--window-size=1280,1600", f"--screenshot={shot}", page],
                                 capture_output=True, text=True, timeout=120)

@@ -13,7 +13,8 @@ import re
 
 import pytest
 
-from grader.batch import class_report
+from grader import lang
+from grader.batch import class_report, class_sections
 from grader.batch.jobs import Status
 from grader.batch.schedule import Result
 from grader.batch.summary import summarise, write_grades_csv
@@ -111,7 +112,7 @@ def test_the_page_shows_every_section_and_a_submissions_text_only_as_text(the_cl
     assert page.count("<svg") == 2, "the score histogram and the means per exercise"
     row = re.search(r'<tr id="s-ben".*?</tr><tr class="details">.*?</tr>', page).group(0)
     assert "blocked by attention" in row and "attention: mask_after_softmax" in row and 'href="feedback/ben.txt"' in row
-    assert f"first problem: <code>attention: {html.escape(HOSTILE)}</code>" in row  # the exercise that fails on its own
+    assert f"first problem: attention: {html.escape(HOSTILE)}</td>" in row  # the exercise that fails on its own
     assert "the zip holds an unsafe path" in page
     assert "did not import" in re.search(r'<tr id="s-eve".*?</tr>', page).group(0)
     assert "Tests: all suite; attention-kit" in page
@@ -207,5 +208,95 @@ def test_reports_of_submissions_no_longer_in_the_folder_are_moved_aside(tmp_path
     (tmp_path / "feedback" / "bob.txt").write_text("bob's feedback")
     assert records.move_aside(tmp_path, {"alice"}) == ["bob", "carol"]
     assert sorted(p.name for p in tmp_path.glob("*.json")) == ["alice.json", "notes.json", "summary.json"]
-    assert sorted(p.name for p in (tmp_path / records.REMOVED_FOLDER).iterdir()) == ["bob.json", "bob.txt", "carol.json"]
+    assert sorted(p.name for p in (tmp_path / records.REMOVED_FOLDER).iterdir()) == ["bob.json", "bob.txt",
+                                                                                      "carol.json"]
     assert records.move_aside(tmp_path, {"alice"}) == []
+
+
+def behaviour_and_structure(behaviour: Outcome, *, message: str = "output differs from the reference"
+                            ) -> ExerciseResult:
+    """attention with a behaviour test and a structure test that waits for it (its names count once it passes)."""
+    waiting = Result_("hidden/test_attention.py::test_names_and_shapes", FAIL, 0.0, 5.0,
+                      "the names and shapes the submission reports count only once its behaviour confirms them",
+                      None, ("waits:test_output",))
+    output = Result_("hidden/test_attention.py::test_output", behaviour, 0.0, 5.0,
+                     message if behaviour == FAIL else "", None, ())
+    return ExerciseResult("attention", 0.0, 10.0, (waiting, output))
+
+
+def test_students_are_ordered_by_total_after_a_needs_help_list_and_found_by_name_and_status(the_class, tmp_path):
+    """Who needs help comes first, each with why and a first problem; the table runs from the lowest total up, the
+    not graded first, and every student is also reachable by name and by status."""
+    stub = exercise("attention", {"test_a": FAIL, "test_b": FAIL}, message="not implemented", causes=["unwritten"])
+    the_class = [*the_class, graded("zed", stub, exercise("masking", {"test_a": FAIL}, causes=["unwritten"])),
+                 graded("amy", exercise("attention", {"test_a": PASS, "test_b": PASS}),
+                        exercise("masking", {"test_a": PASS, "test_b": PASS}))]
+    class_report.write(the_class, selection(), summarise(the_class, selection()), tmp_path)
+    page = (tmp_path / "report.html").read_text()
+    assert page.index('id="needs-help"') < page.index('id="charts"') < page.index('id="students"')
+    table = page[page.index('<table class="students">'):]
+    assert re.findall(r'<tr id="s-(\w+)"', table) == ["dot", "zed", "ben", "cai", "eve", "ann", "amy"]
+    help_ = page[page.index('id="needs-help"'):page.index('id="charts"')]
+    rows = dict(re.findall(r'<a href="#s-(\w+)">.*?</td><td>.*?</td><td class=n>.*?</td><td>(.*?)</td>', help_))
+    assert list(rows) == ["dot", "zed", "ben"], rows  # the others have half the points or more, and are stuck nowhere
+    assert rows["dot"] == "not graded: refused" and rows["zed"] == "not started: every exercise is still the stub"
+    assert rows["ben"] == ("stuck at attention: 1 exercise built on it is blocked, 10 points lost there; "
+                           "under half the points")
+    assert "<td>attention: not started (still the stub)</td>" in help_  # zed's first problem
+    cai = re.search(r'<tr id="s-cai".*?</tr><tr class="details">.*?</tr>', table).group(0)
+    assert "first problem: masking: not started (still the stub)" in cai  # attention is done
+    by_name = re.search(r'By name:</strong>(.*?)</p>', page).group(1)
+    assert re.findall(r"#s-(\w+)", by_name) == ["amy", "ann", "ben", "cai", "dot", "eve", "zed"]
+    assert re.search(r'By status:</strong> graded \(6\):.*; refused \(1\): <a href="#s-dot">', page)
+
+
+def test_tests_most_students_fail_fold_their_cases_and_group_who_fails_by_cause_across_exercises():
+    """A parametrised test is one row counted in students, its failures grouped by the diagnosis's cause, never by
+    their words; a test the same students fail for the same causes joins it; a structure test that only waits for a
+    behaviour test is not counted; every exercise with a failure is there."""
+    def attention(message: str, *failing: str, diagnosed=()) -> ExerciseResult:
+        cases = {"test_a[float32]": PASS, "test_a[float64]": PASS, "test_c": PASS, "test_d": PASS}
+        return exercise("attention", {**cases, **dict.fromkeys(failing, FAIL)}, message=message, diagnosed=diagnosed)
+
+    slow = exercise("masking", {"test_m": FAIL}, message="在 causal_mask() 中运行超时（2 秒）", causes=["timeout"])
+    the_class = [graded("ann", attention("p_attn differs", "test_a[float32]", "test_a[float64]", "test_c",
+                                         diagnosed=["mask_after_softmax"])),
+                 graded("bob", attention("weights differ", "test_a[float64]", "test_c",
+                                         diagnosed=["mask_after_softmax"])),
+                 graded("cid", attention("p_attn differs", "test_a[float32]")),
+                 graded("dan", exercise("attention", {"test_a[float32]": PASS}), slow),
+                 graded("eve", behaviour_and_structure(PASS))]
+    hardest = {test.name: test for test in summarise(the_class, select(["attention", "masking"], None)).hardest_tests}
+    assert list(hardest) == ["attention: hidden/test_attention.py::test_a",
+                             "attention: hidden/test_attention.py::test_c",
+                             "masking: hidden/test_masking.py::test_m"]  # not eve's waiting test_names_and_shapes
+    folded = hardest["attention: hidden/test_attention.py::test_a"]
+    assert (folded.failed, folded.cases, folded.pass_rate) == (3, 2, 0.25)  # students, not cases: dan passes
+    assert [(c.cause, c.count, c.ids) for c in folded.causes] == [("mistake:mask_after_softmax", 2, ["ann", "bob"]),
+                                                                   ("undiagnosed", 1, ["cid"])]
+    assert (folded.causes[1].example, folded.causes[1].example_from) == ("p_attn differs", "cid")
+    assert hardest["masking: hidden/test_masking.py::test_m"].causes[0].cause == "timeout"
+    (grouped,) = [test for test in summarise(the_class[:2], selection()).hardest_tests]  # ann and bob alone
+    assert grouped.same == ["hidden/test_attention.py::test_c"], grouped  # the same two, for the same mistake
+    page = class_sections.hardest(summarise(the_class, select(["attention", "masking"], None)))
+    assert "2 cases" in page and "the known mistake mask_after_softmax: 2" in page and "over the time limit: 1" in page
+    assert "[float32]" not in page
+
+
+def test_a_first_problem_is_in_plain_words_and_in_the_reports_language(monkeypatch):
+    """A structure test waiting for a behaviour test is never a first problem: the behaviour test's is, or, where
+    it did not run, a sentence that says to fix it first; what the kit adds is in the batch's language."""
+    assert class_sections.first_problem([behaviour_and_structure(FAIL)]) == (
+        "attention: output differs from the reference")
+    assert class_sections.first_problem([behaviour_and_structure(Outcome.SKIPPED)]) == (
+        "attention: fix test_output first: the tests of names and shapes count once it passes")
+    stub = exercise("attention", {"test_a": FAIL}, message="not implemented", causes=["unwritten"])
+    monkeypatch.setenv("GRADER_LANG", "en")
+    try:
+        lang.use("zh")
+        assert class_sections.first_problem([stub]) == "attention：尚未开始（还是未填写的练习文件）"
+        page = class_sections.needs_help(class_sections.standings([graded("zed", stub)], {
+            "zed": GradeReport.from_json(dict(graded("zed", stub).report))}, 10.0))
+        assert "需要帮助" in page and "尚未开始：每个练习都还是未填写的练习文件" in page
+    finally:
+        lang.use("en")
