@@ -38,7 +38,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def settings():
-    spec = importlib.util.spec_from_file_location("capstone_settings", REPO / "tests" / "hidden" / "test_transformer.py")
+    path = REPO / "tests" / "hidden" / "test_transformer.py"
+    spec = importlib.util.spec_from_file_location("capstone_settings", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -36,7 +36,8 @@ def later():
 
 
 def test_the_stubs_import_what_the_curriculum_builds_on_and_a_file_that_does_not_parse_imports_nothing():
-    files = {path.name: path.read_bytes() for path in (REPO / "exercises").glob("*.py") if path.name in SUBMISSION_FILES}
+    files = {path.name: path.read_bytes() for path in (REPO / "exercises").glob("*.py")
+             if path.name in SUBMISSION_FILES}
     found = exercise_imports({**files, "attention.py": b"def f(:\n"}, MODULES)
     assert found["multi_head_attention"] == ("masking",)
     assert found["transformer"] == ("decoder", "encoder", "positional_encoding")

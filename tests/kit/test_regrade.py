@@ -3,8 +3,9 @@
 Every draw of a grading comes from a seed derived from the submission's files, the kit's version and the course's
 salt (`GRADER_SALT`): the inputs the trusted side draws, the worker's own draws (dropout, weights a module starts
 with) and the capstone's task. The report records it, and `grader check --seed` with it grades alike, on this
-machine or another: here it reproduces what a batch on a local Dask cluster wrote with a salt. The submission is one
-whose feedback carries drawn values: a dropout-rate measurement's factors and the capstone's decoded examples.
+machine or another: here it reproduces what a batch wrote with a salt (test_cluster.py holds a cluster's reports,
+seeds included, to a local batch's). The submission is one whose feedback carries drawn values: a dropout-rate
+measurement's factors and the capstone's decoded examples.
 """
 
 from __future__ import annotations
@@ -55,11 +56,11 @@ def test_the_same_files_graded_twice_give_the_same_report(grader_cli, dave, tmp_
     assert without_timings(first.report) == without_timings(second.report)
 
 
-def test_a_batch_on_a_cluster_uses_the_course_salt_and_check_seed_reproduces_its_report(
+def test_a_batch_uses_the_course_salt_and_check_seed_reproduces_its_report(
         grader_cli, grader_env, dave, tmp_path):
     out = tmp_path / "grades"
     env = {**grader_env, seeds.SALT_VARIABLE: SALT}
-    batch = grader_cli.run("batch", str(dave.parent), "--out", str(out), "--cluster", "local:2", env=env)
+    batch = grader_cli.run("batch", str(dave.parent), "--out", str(out), "--jobs", "1", env=env)
     assert batch.returncode == 0, batch.describe()
     written = json.loads((out / "dave.json").read_text())
     assert written["seed"] == seeds.grading_seed(load(dave).files, salt=SALT) != seeds.grading_seed(load(dave).files)
