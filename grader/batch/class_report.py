@@ -16,12 +16,13 @@ import dataclasses
 import html
 import importlib
 import io
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from grader import __version__
+from grader import __version__, lang
 from grader.batch import class_sections
 from grader.batch.class_sections import FEEDBACK_FOLDER, anchor, links
 from grader.batch.jobs import Status
@@ -33,6 +34,7 @@ from grader.cli.render import points, render
 from grader.curriculum import BY_ID
 from grader.grade.reports import GradeReport, atomic_path
 from grader.grade.selection import Selection
+from grader.lang import N_, tr
 from grader.text import clean
 
 if TYPE_CHECKING:
@@ -85,8 +87,9 @@ def _graded_report(result: Result) -> GradeReport | None:
 def feedback_text(result: Result, report: GradeReport | None) -> str:
     """What `grader check` prints for this submission (plain text, from its `report`), or why it was not graded."""
     if report is None:
-        reasons = result.report.get("warnings") or ["no reason was recorded"]
-        return clean(f"{result.id}: {CSV_STATUS[result.ended]}, not graded: {reasons[0]}\n")
+        reasons = result.report.get("warnings") or [tr("no reason was recorded")]
+        return clean(tr("{id}: {status}, not graded: {reason}", id=result.id, status=CSV_STATUS[result.ended],
+                        reason=reasons[0]) + "\n")
     console = Console(file=io.StringIO(), width=100, color_system=None, force_terminal=False, soft_wrap=False,
                       emoji=False)
     # Titled by the id, not the path it was graded from: a file that may be handed to the student names no folder
@@ -102,8 +105,9 @@ def page(results: list[Result], selection: Selection, summary: ClassSummary,
     sections = [_overview(summary, selection), class_sections.needs_help(ordered), _charts(summary),
                 class_sections.hardest(summary), _mistakes(summary), _imports(summary), _not_graded(summary),
                 class_sections.students(results, selection, reports, ordered)]
-    title = f"Class report: {summary.submissions} submissions"
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+    title = tr("Class report: {count} submissions", count=summary.submissions)
+    language = "zh" if lang.current() == "zh" else "en"
+    return (f'<!DOCTYPE html>\n<html lang="{language}">\n<head>\n<meta charset="utf-8">\n'
             f'<meta http-equiv="Content-Security-Policy" content="{POLICY}">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
             f"<title>{_e(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{_e(title)}</h1>\n"
@@ -113,16 +117,21 @@ def page(results: list[Result], selection: Selection, summary: ClassSummary,
 def _overview(summary: ClassSummary, selection: Selection) -> str:
     statuses = ", ".join(f"{n} {status}" for status, n in summary.statuses.items())
     tiers = ", ".join(f"{n} {tier}" for tier, n in sorted(summary.sandboxes.items()))
-    lines = [f"<p>{_e(statuses)} (sandbox: {_e(tiers)}).</p>",
-             f'<p class="note">Tests: {_e(selection.suite)} suite; attention-kit {_e(__version__)}.</p>']
+    overview = tr("{statuses} (sandbox: {tiers}).", statuses=statuses, tiers=tiers)
+    suite = tr("Tests: {suite} suite; attention-kit {version}.", suite=selection.suite, version=__version__)
+    lines = [f"<p>{_e(overview)}</p>", f'<p class="note">{_e(suite)}</p>']
     if summary.mean_score is None:
-        lines.append('<p class="warn">No submission was graded: no class mean, charts or tests most students fail.</p>')
+        nobody = tr("No submission was graded: no class mean, charts or tests most students fail.")
+        lines.append(f'<p class="warn">{_e(nobody)}</p>')
     else:
-        lines.append(f"<p><strong>Mean {points(summary.mean_score)} / {points(summary.max_score)}</strong> over the "
-                     f"{summary.scored} graded submissions; refused, limit and grader-error ones are listed apart.</p>")
+        mean = tr("Mean {score} / {maximum}", score=points(summary.mean_score), maximum=points(summary.max_score))
+        over = tr("over the {count} graded submissions; refused, limit and grader-error ones are listed apart.",
+                  count=summary.scored)
+        lines.append(f"<p><strong>{_e(mean)}</strong> {_e(over)}</p>")
     if summary.sandboxes.get("none"):
-        lines.append(f'<p class="warn">{summary.sandboxes["none"]} submissions were graded without isolation '
-                     "(sandbox: none): their code ran with this machine's access. Their reports say why.</p>")
+        unisolated = tr("{count} submissions were graded without isolation (sandbox: none): their code ran with this "
+                        "machine's access. Their reports say why.", count=summary.sandboxes["none"])
+        lines.append(f'<p class="warn">{_e(unisolated)}</p>')
     return "\n".join(lines)
 
 
@@ -132,37 +141,40 @@ def _charts(summary: ClassSummary) -> str:
     try:
         charts = importlib.import_module("grader.batch.charts")  # ImportError without matplotlib
     except ImportError:
-        return ('<h2 id="charts">Scores</h2>\n<p class="note">Charts need matplotlib: '
-                '<code>pip install -e ".[plots]"</code> in the kit\'s folder. The tables give the same numbers.</p>\n'
-                + _histogram_table(summary) + _means_table(summary))
-    return ('<h2 id="charts">Scores</h2>\n<div class="charts">\n'
+        return (f'<h2 id="charts">{_e(tr("Scores"))}</h2>\n<p class="note">' + _prose(tr(
+            "Charts need matplotlib: `{command}` in the kit's folder. The tables give the same numbers.",
+            command='pip install -e ".[plots]"')) + "</p>\n" + _histogram_table(summary) + _means_table(summary))
+    return (f'<h2 id="charts">{_e(tr("Scores"))}</h2>\n<div class="charts">\n'
             f"{charts.histogram(summary)}\n{charts.means(summary)}\n</div>\n" + _means_table(summary))
 
 
 def _histogram_table(summary: ClassSummary) -> str:
     rows = "".join(f"<tr><td>{row.from_percent}–{row.to_percent}%</td><td class=n>{row.count}</td></tr>"
                    for row in summary.histogram)
-    return f'<table class="histogram"><tr><th>Score</th><th>Submissions</th></tr>{rows}</table>'
+    return (f'<table class="histogram"><tr><th>{_e(tr("Score"))}</th><th>{_e(tr("Submissions"))}</th></tr>{rows}'
+            "</table>")
 
 
 def _means_table(summary: ClassSummary) -> str:
     rows = "".join(f"<tr><td>{_e(x)}</td><td class=n>{points(mean or 0.0)} / {points(float(BY_ID[x].points))}"
                    "</td></tr>" for x, mean in summary.exercises.items())
-    return f'<table class="means"><tr><th>Exercise</th><th>Mean</th></tr>{rows}</table>'
+    return f'<table class="means"><tr><th>{_e(tr("Exercise"))}</th><th>{_e(tr("Mean"))}</th></tr>{rows}</table>'
 
 
 def _mistakes(summary: ClassSummary) -> str:
-    head = '<h2 id="mistakes">Known mistakes the class makes</h2>\n'
+    head = f'<h2 id="mistakes">{_e(tr("Known mistakes the class makes"))}</h2>\n'
     if not summary.mistakes:
-        return head + ('<p class="note">The diagnosis named no known mistake (it names one only where the evidence '
-                       "is unique to it; the student release carries no catalogue).</p>")
+        none = tr("The diagnosis named no known mistake (it names one only where the evidence is unique to it; "
+                  "the student release carries no catalogue).")
+        return head + f'<p class="note">{_e(none)}</p>'
     rows = []
     for mistake in summary.mistakes:
         who = links(mistake.ids)
         rows.append(f"<tr><td class=n>{mistake.count}</td><td><strong>{_e(mistake.exercise)}</strong>: "
                     f"{_e(mistake.name)}<br><span class=note>{_e(mistake.explanation)}</span></td><td>{who}</td></tr>")
-    return (head + f"<p class=note>Over the {summary.scored} graded submissions, the most frequent first.</p>\n"
-            "<table><tr><th>Students</th><th>Mistake</th><th>Who</th></tr>" + "".join(rows) + "</table>")
+    note = tr("Over the {count} graded submissions, the most frequent first.", count=summary.scored)
+    return (head + f"<p class=note>{_e(note)}</p>\n<table><tr><th>{_e(tr('Students'))}</th>"
+            f"<th>{_e(tr('Mistake'))}</th><th>{_e(tr('Who'))}</th></tr>" + "".join(rows) + "</table>")
 
 
 def _imports(summary: ClassSummary) -> str:
@@ -173,10 +185,12 @@ def _imports(summary: ClassSummary) -> str:
         f"<span class=note>{_e(failure.example)}</span>{_from(failure.example_from)}</td><td>{links(failure.ids)}</td>"
         "</tr>"
         for failure in summary.did_not_import)
-    return ('<h2 id="did-not-import">Files that did not import</h2>\n<p class=note>A syntax error or a missing name '
-            "stops every test of the exercise at its import, and every exercise built on it is blocked: one "
-            "slip, many points. These tests are left out of the list below.</p>\n"
-            f"<table><tr><th>Students</th><th>Exercise, and one failure</th><th>Who</th></tr>{rows}</table>")
+    note = tr("A syntax error or a missing name stops every test of the exercise at its import, and every exercise "
+              "built on it is blocked: one slip, many points. These tests are left out of the tests most students "
+              "fail.")
+    return (f'<h2 id="did-not-import">{_e(tr("Files that did not import"))}</h2>\n<p class=note>{_e(note)}</p>\n'
+            f"<table><tr><th>{_e(tr('Students'))}</th><th>{_e(tr('Exercise, and one failure'))}</th>"
+            f"<th>{_e(tr('Who'))}</th></tr>{rows}</table>")
 
 
 def _not_graded(summary: ClassSummary) -> str:
@@ -185,16 +199,23 @@ def _not_graded(summary: ClassSummary) -> str:
         return ""
     rows = "".join(f'<tr><td><a href="#{anchor(hit.id)}">{_e(hit.id)}</a></td><td>{_e(hit.status)}</td>'
                    f'<td>{_e(", ".join(hit.limits))}</td><td>{_e(hit.reason)}</td></tr>' for hit in summary.limits)
-    return ('<h2 id="not-graded">Not graded, or stopped by a limit</h2>\n<p class=note>Refused, limit and '
-            "grader-error submissions are left out of the mean and the charts; a graded one whose tests a timeout, "
-            "crash or memory limit stopped lost those tests' points and is counted.</p>\n"
-            f"<table><tr><th>Submission</th><th>Status</th><th>What</th><th>Reason</th></tr>{rows}</table>")
+    note = tr("Refused, limit and grader-error submissions are left out of the mean and the charts; a graded one "
+              "whose tests a timeout, crash or memory limit stopped lost those tests' points and is counted.")
+    headings = "".join(f"<th>{_e(tr(heading))}</th>" for heading in (N_("Submission"), N_("Status"), N_("What"),
+                                                                      N_("Reason")))
+    return (f'<h2 id="not-graded">{_e(tr("Not graded, or stopped by a limit"))}</h2>\n<p class=note>{_e(note)}</p>\n'
+            f"<table><tr>{headings}</tr>{rows}</table>")
 
 
 def _from(submission_id: str) -> str:
     """Whose words an example message is: a student's text is never shown as the kit's, or the class's."""
-    return f'<br><span class=note>the most frequent message; first from {links([submission_id])}</span>' \
+    return f'<br><span class=note>{_e(tr("the most frequent message; first from"))} {links([submission_id])}</span>' \
         if submission_id else ""
+
+
+def _prose(text: str) -> str:
+    """Translated text as HTML: escaped, its `code` spans in <code>."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(clean(text), quote=False))
 
 
 def _e(text: object) -> str:

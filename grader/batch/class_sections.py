@@ -99,23 +99,27 @@ def first_problem(exercises: tuple[ExerciseResult, ...] | list[ExerciseResult]) 
     a structure test waiting for a behaviour test gives the behaviour test's message, or says to fix it first."""
     for exercise in exercises:
         if exercise.absent:
-            return f"{exercise.id}: {excerpt(exercise.absent, FIRST_PROBLEM_CHARACTERS)}"
+            return _of(exercise.id, exercise.absent)
         if exercise.status == ExerciseStatus.NOT_STARTED and not exercise.blocked_by:
             return tr("{exercise}: not started (still the stub)", exercise=exercise.id)
         if not judges_own_code(exercise) or exercise.status != ExerciseStatus.FAILING:
             continue
         if line := did_not_import(exercise):
-            return f"{exercise.id}: {excerpt(line, FIRST_PROBLEM_CHARACTERS)}"
+            return _of(exercise.id, line)
         failed = [t for t in exercise.tests
                   if t.outcome in (TestOutcome.FAILED, TestOutcome.ERROR) and t.max_points > 0]
         own = next((t for t in failed if not waits_for(t) and not t.stopped("blocked")), None)
         if own is not None:
-            return f"{exercise.id}: {excerpt(first_line(own.message) or tr('failed'), FIRST_PROBLEM_CHARACTERS)}"
+            return _of(exercise.id, first_line(own.message) or tr("failed"))
         waited = [name for t in failed for name in waits_for(t)]
         if waited:
             return tr("{exercise}: fix {tests} first: the tests of names and shapes count once it passes",
                       exercise=exercise.id, tests=listed(list(dict.fromkeys(waited))))
     return ""
+
+
+def _of(exercise: str, problem: str) -> str:
+    return tr("{exercise}: {problem}", exercise=exercise, problem=excerpt(problem, FIRST_PROBLEM_CHARACTERS))
 
 
 def needs_help(standings_: list[Standing]) -> str:
@@ -126,9 +130,11 @@ def needs_help(standings_: list[Standing]) -> str:
         nobody = tr("Nobody: every submission was graded, and no student is under half the points, stuck at an "
                     "exercise or stopped by a limit.")
         return head + f'<p class="note">{_e(nobody)}</p>'
+    # Translators: between two reasons a student needs help (Chinese: ；).
+    between = tr("; ")
     rows = "".join(
         f'<tr><td><a href="#{anchor(s.id)}"><bdi>{_e(s.id)}</bdi></a></td><td>{_e(s.status)}</td>'
-        f"<td class=n>{_total(s)}</td><td>{_e('; '.join(s.needs))}</td><td>{_e(s.first_problem)}</td></tr>"
+        f"<td class=n>{_total(s)}</td><td>{_e(between.join(s.needs))}</td><td>{_e(s.first_problem)}</td></tr>"
         for s in listed_)
     note = tr("Not graded, not started, stuck at an exercise others build on, under half the points, or stopped by "
               "a limit; the lowest total first. The first problem is the first thing to fix, in the kit's words.")
@@ -147,7 +153,7 @@ def finder(standings_: list[Standing]) -> str:
         if ids:
             statuses.append(f"{_e(status)} ({len(ids)}): {links(ids)}")
     return (f'<p class="finder"><strong>{_e(tr("By name:"))}</strong> {by_name}</p>\n'
-            f'<p class="finder"><strong>{_e(tr("By status:"))}</strong> {"; ".join(statuses)}</p>')
+            f'<p class="finder"><strong>{_e(tr("By status:"))}</strong> {tr("; ").join(statuses)}</p>')
 
 
 def students(results: list[Result], selection: Selection, reports: dict[str, GradeReport | None],
@@ -187,7 +193,7 @@ def _score_cell(exercise: ExerciseResult | None) -> str:
     if exercise.absent:
         note = tr("not submitted")
     elif exercise.blocked_by:
-        note = tr("blocked by {names}", names=", ".join(exercise.blocked_by))
+        note = tr("blocked by {names}", names=listed(exercise.blocked_by))
     elif exercise.status == ExerciseStatus.NOT_STARTED:
         note = tr("not started")
     elif did_not_import(exercise):
@@ -209,7 +215,8 @@ def hardest(summary: ClassSummary) -> str:
             shown = ", ".join(name.rpartition("::")[2] for name in test.same)
             cases += "<br>" + _e(tr("and the same students fail these for the same causes: {tests}", tests=shown))
         causes = "".join(
-            f"<li>{_e(cause_label(found.cause))}: {found.count} ({links(found.ids)})<pre>{_e(found.example)}</pre>"
+            f"<li>{_e(tr('{cause}: {count}', cause=cause_label(found.cause), count=found.count))} ({links(found.ids)})"
+            f"<pre>{_e(found.example)}</pre>"
             f"<span class=note>{_said_by(found.example_from, found.count)}</span></li>" for found in test.causes)
         rows.append(f"<tr><td><strong>{_e(exercise)}</strong>: {_e(function)}<br><span class=note>{_e(where)}"
                     f"{cases}</span></td><td class=n>{1 - test.pass_rate:.0%} ({test.failed})</td>"
