@@ -228,17 +228,20 @@ def test_students_are_ordered_by_total_after_a_needs_help_list_and_found_by_name
     """Who needs help comes first, each with why and a first problem; the table runs from the lowest total up, the
     not graded first, and every student is also reachable by name and by status."""
     stub = exercise("attention", {"test_a": FAIL, "test_b": FAIL}, message="not implemented", causes=["unwritten"])
+    slow = exercise("masking", {"test_a": PASS, "test_b": FAIL}, message="timed out after 2 s", causes=["timeout"])
     the_class = [*the_class, graded("zed", stub, exercise("masking", {"test_a": FAIL}, causes=["unwritten"])),
                  graded("amy", exercise("attention", {"test_a": PASS, "test_b": PASS}),
-                        exercise("masking", {"test_a": PASS, "test_b": PASS}))]
+                        exercise("masking", {"test_a": PASS, "test_b": PASS})),
+                 graded("tim", exercise("attention", {"test_a": PASS, "test_b": PASS}), slow)]
     class_report.write(the_class, selection(), summarise(the_class, selection()), tmp_path)
     page = (tmp_path / "report.html").read_text()
     assert page.index('id="needs-help"') < page.index('id="charts"') < page.index('id="students"')
     table = page[page.index('<table class="students">'):]
-    assert re.findall(r'<tr id="s-(\w+)"', table) == ["dot", "zed", "ben", "cai", "eve", "ann", "amy"]
+    assert re.findall(r'<tr id="s-(\w+)"', table) == ["dot", "zed", "ben", "cai", "eve", "ann", "tim", "amy"]
     help_ = page[page.index('id="needs-help"'):page.index('id="charts"')]
     rows = dict(re.findall(r'<a href="#s-(\w+)">.*?</td><td>.*?</td><td class=n>.*?</td><td>(.*?)</td>', help_))
-    assert list(rows) == ["dot", "zed", "ben"], rows  # the others have half the points or more, and are stuck nowhere
+    assert list(rows) == ["dot", "zed", "ben", "tim"], rows  # the others have half the points, stuck nowhere
+    assert rows["tim"] == "a limit stopped some tests"
     assert rows["dot"] == "not graded: refused" and rows["zed"] == "not started: every exercise is still the stub"
     assert rows["ben"] == ("stuck at attention: 1 exercise built on it is blocked, 10 points lost there; "
                            "under half the points")
@@ -246,8 +249,8 @@ def test_students_are_ordered_by_total_after_a_needs_help_list_and_found_by_name
     cai = re.search(r'<tr id="s-cai".*?</tr><tr class="details">.*?</tr>', table).group(0)
     assert "first problem: masking: not started (still the stub)" in cai  # attention is done
     by_name = re.search(r'By name:</strong>(.*?)</p>', page).group(1)
-    assert re.findall(r"#s-(\w+)", by_name) == ["amy", "ann", "ben", "cai", "dot", "eve", "zed"]
-    assert re.search(r'By status:</strong> graded \(6\):.*; refused \(1\): <a href="#s-dot">', page)
+    assert re.findall(r"#s-(\w+)", by_name) == ["amy", "ann", "ben", "cai", "dot", "eve", "tim", "zed"]
+    assert re.search(r'By status:</strong> graded \(7\):.*; refused \(1\): <a href="#s-dot">', page)
 
 
 def test_tests_most_students_fail_fold_their_cases_and_group_who_fails_by_cause_across_exercises():
