@@ -27,6 +27,7 @@ that the kit's own notebooks/, filled or not, never reach a release.
 from __future__ import annotations
 
 import ast
+import json
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from pathlib import Path
 
 from grader.curriculum import SUBMISSION_FILES
 from grader.grade.selection import kit_root
+from grader.intake.stubs import SHIPPED
 from grader.lang import LANGUAGES, RELEASE_LANGUAGE, tr
 from grader.student import notebooks
 
@@ -133,9 +135,13 @@ def build(out: Path, *, autograder: bool = False, language: str = "en", root: Pa
     # The release speaks its language wherever it runs, whatever the locale there (GRADER_LANG and --lang still win).
     (out / RELEASE_LANGUAGE).parent.mkdir(parents=True, exist_ok=True)
     (out / RELEASE_LANGUAGE).write_text(language + "\n", encoding="utf-8")
+    # What an untouched stub is, once exercises/ is the student's (grader.intake.stubs).
+    shipped = {target.name: (out / target).read_text(encoding="utf-8") for target in plan if target.parent == STUBS}
+    (out / SHIPPED).write_text(json.dumps(shipped, ensure_ascii=False, indent=1, sort_keys=True) + "\n",
+                               encoding="utf-8", newline="\n")
     # The student notebooks are built from the stubs being shipped, never copied: they cannot drift from them.
     written = notebooks.write_all(out / STUBS, out / notebooks.FOLDER, language=language)
-    return sorted([*plan, RELEASE_LANGUAGE, *(path.relative_to(out) for path in written)])
+    return sorted([*plan, RELEASE_LANGUAGE, SHIPPED, *(path.relative_to(out) for path in written)])
 
 
 # Where each recipe sets the grader's environment: a release in another language grades in it too, on Gradescope and

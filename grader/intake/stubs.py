@@ -2,14 +2,21 @@
 
 A student who works in the notebooks leaves exercises/ as it came; handed in together (the whole repository, as
 the Actions workflow grades it), the notebooks' definitions stand in for an untouched stub, never the other way.
+
+In a release, exercises/ is the student's to fill: the stubs are the copies `grader release` kept of what it shipped
+(SHIPPED), never the files there, else a student's work in the repository the workflow grades would count as the stub.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import json
+from pathlib import Path
 
 from grader.lang import KIT
+
+SHIPPED = Path("grader/locale/release-stubs.json")  # in a release: {file name: the stub it shipped}; the kit has none
 
 
 def untouched(name: str, data: bytes) -> bool:
@@ -19,6 +26,12 @@ def untouched(name: str, data: bytes) -> bool:
 
 @functools.cache
 def _stubs(name: str) -> frozenset[bytes]:
+    try:
+        shipped = json.loads((KIT / SHIPPED).read_text(encoding="utf-8"))
+    except OSError:  # the kit, whose exercises/ are the stubs
+        shipped = None
+    if shipped is not None:
+        return frozenset({_plain(shipped[name].encode("utf-8"))} if name in shipped else ())
     places = [KIT / "exercises" / name, *sorted((KIT / "grader" / "locale").glob(f"*/exercises/{name}"))]
     found = set()
     for place in places:

@@ -28,6 +28,7 @@ from typing import Any
 import nbformat
 import pytest
 
+from grader.intake.stubs import SHIPPED
 from grader.lang import RELEASE_LANGUAGE, choose
 from grader.release import ReleaseError, build
 
@@ -210,6 +211,24 @@ def test_a_chinese_release_ships_the_chinese_stubs_notebooks_and_readme(chinese:
             else:
                 assert _graded_code(cell.source) == _graded_code(english_cell.source), english_path.name
                 assert CHINESE.search(cell.source), f"{english_path.name}: {cell.source[:60]!r} is not in Chinese"
+
+
+def test_a_release_takes_its_stubs_from_what_it_shipped_not_from_exercises(chinese: Path, student: Path,
+                                                                           tmp_path: Path):
+    """In a release exercises/ is the student's: an untouched stub is one the release shipped (SHIPPED), so that work
+    there is never taken for the stub and graded from the notebooks instead, as the Actions workflow grades the whole
+    repository (before, every exercise filled in the student's repository scored 0 there)."""
+    for release, stubs in ((student, REPO / "exercises"), (chinese, TWINS)):
+        shipped = json.loads((release / SHIPPED).read_text(encoding="utf-8"))
+        assert shipped == {path.name: path.read_text(encoding="utf-8") for path in stubs.glob("*.py")}, release
+    solved = tmp_path / "solved"
+    shutil.copytree(student, solved)
+    shutil.copyfile(REPO / "solutions" / "attention.py", solved / "exercises" / "attention.py")
+    asked = ("from pathlib import Path; from grader.intake import stubs; "
+             "print([stubs.untouched(name, Path('exercises', name).read_bytes()) for name in ('attention.py', "
+             "'masking.py')])")
+    done = subprocess.run([sys.executable, "-c", asked], cwd=solved, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "[False, True]", f"exit {done.returncode}: {done.stdout}{done.stderr[-2000:]}"
 
 
 def test_a_release_speaks_its_language_whatever_the_locale(chinese: Path, student: Path):
