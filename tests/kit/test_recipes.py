@@ -7,7 +7,9 @@ a `bwrap` first on PATH that fails the way Docker's (Gradescope) or AppArmor's (
 What cannot happen here is stood in for, and only that: `GRADER_SETUP_SKIP_SYSTEM=1` skips
 `setup.sh`'s apt-get and torch download (this machine has both), and a `sudo` on PATH takes the
 workflow's two system commands (apt-get, which has nothing to install; sysctl, which would change the
-machine) and lifts the stand-in AppArmor rule instead.
+machine) and lifts the stand-in AppArmor rule instead. The workflow's actions are stood in for by what they
+do here (the checkout clones, setup-python makes a venv); GitHub Classroom's reporter by what it reads: each
+runner's `<ID>_RESULTS`, base64-encoded JSON, whose tests' scores it adds up.
 
 Slow by nature (a venv and `pip install -e` per deployment, each a minute or less): each deployment is
 made once per module and graded at every tier it must hold at.
@@ -15,6 +17,7 @@ made once per module and graded at every tier it must hold at.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -161,17 +164,69 @@ class Job:
     log: str
     report: dict[str, Any] | None
     sudo: list[str]
+    summary: str  # what the steps wrote to $GITHUB_STEP_SUMMARY
+    classroom: dict[str, Any] | None  # the results GitHub Classroom's reporter decoded, by runner; None if it never ran
 
 
-def run_workflow(workflow: Path, repository: Path, base: Path, *, sysctl_lifts: bool) -> Job:
-    """Run the job of `workflow` as Actions would on ubuntu-24.04, in a clone of `repository` made under `base`."""
+# The `if:` conditions the rehearsal evaluates: a status function, and a step's output being set.
+STATUS = re.compile(r"always\(\)|success\(\)|failure\(\)")
+OUTPUT_SET = re.compile(r"steps\.([\w-]+)\.outputs\.([\w-]+) != ''")
+EXPRESSION = re.compile(r"\$\{\{\s*steps\.([\w-]+)\.outputs\.([\w-]+)\s*\}\}")
+
+
+def runs(condition: Any, failed: bool, outputs: dict[str, dict[str, str]]) -> bool:
+    """Whether a step with `if: condition` runs, as Actions decides: success() unless a status function says
+    otherwise. Only the forms the workflow uses are known; another one fails the rehearsal, to be taught."""
+    terms = [term.strip() for term in str(condition or "").split("&&") if term.strip()]
+    verdict = not failed if not any(STATUS.fullmatch(term) for term in terms) else True
+    for term in terms:
+        if term in ("always()", "success()", "failure()"):
+            verdict &= {"always()": True, "success()": not failed, "failure()": failed}[term]
+        elif match := OUTPUT_SET.fullmatch(term):
+            verdict &= outputs.get(match[1], {}).get(match[2], "") != ""
+        else:
+            raise AssertionError(f"the rehearsal does not know the condition {term!r}: teach it, do not skip it")
+    return verdict
+
+
+def step_outputs(text: str) -> dict[str, str]:
+    """What a step wrote to $GITHUB_OUTPUT: `name=value` lines, and `name<<DELIMITER` blocks."""
+    found, lines = {}, iter(text.splitlines())
+    for line in lines:
+        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
+            name, delimiter = line.split("<<", 1)
+            found[name] = "\n".join(iter(lambda: next(lines), delimiter))
+        elif "=" in line:
+            name, value = line.split("=", 1)
+            found[name] = value
+    return found
+
+
+def classroom_reporter(step: dict[str, Any], env: dict[str, str]) -> tuple[subprocess.CompletedProcess, dict]:
+    """classroom-resources/autograding-grading-reporter@v1, as its src/main.js and src/notify-classroom.js read:
+    each runner's `<ID upper-cased>_RESULTS`, base64-encoded JSON; the points are its tests' scores added up over
+    the runners with a max_score, noticed as `Points X/Y`; the step fails when a runner's status is fail or error."""
+    results = {}
+    for runner in filter(None, re.split(r"[\s,]", step["with"]["runners"])):
+        results[runner] = json.loads(base64.b64decode(env[f"{runner.upper()}_RESULTS"], validate=True))
+    scored = [result for result in results.values() if result.get("max_score")]
+    points = sum(test["score"] for result in scored for test in result["tests"])
+    notice = f"::notice title=Autograding complete::Points {points:g}/{sum(r['max_score'] for r in scored):g}\n"
+    failed = any(result["status"] in ("fail", "error") for result in results.values())
+    return subprocess.CompletedProcess([], int(failed), notice, ""), results
+
+
+def run_workflow(workflow: Path, repository: Path, base: Path, *, sysctl_lifts: bool, branch: str = "main") -> Job:
+    """Run the job of `workflow` as Actions would on ubuntu-24.04, in a clone of `branch` of `repository` made under
+    `base`."""
     definition = yaml.safe_load(workflow.read_text())
     (name, job), = definition["jobs"].items()
     home, workspace, runner_python, temporary = base / "home", base / "workspace", base / "python", base / "tmp"
+    files = base / "files"  # each step's $GITHUB_OUTPUT and $GITHUB_STEP_SUMMARY
     # The runner's own: it runs as an unprivileged user. Its TMPDIR too: here that user is uid 65534, whose files
     # in /tmp a grader at the user or none tier running beside this test (pytest-xdist) removes as a sandbox's
     # leftovers; a real runner is a user of its own, and its files in /tmp are safe from that.
-    for folder in (home, workspace, runner_python, temporary):
+    for folder in (home, workspace, runner_python, temporary, files):
         folder.mkdir()
         os.chown(folder, NOBODY, NOBODY)
     lifted, sudo_log, tools = home / "apparmor-lifted", home / "sudo.log", base / "tools"  # `sudo` runs as the runner
@@ -183,24 +238,36 @@ def run_workflow(workflow: Path, repository: Path, base: Path, *, sysctl_lifts: 
                                     **{k: str(v) for k, v in declared.items()})
     outcomes: list[tuple[str, str]] = []
     log: list[str] = []
+    outputs: dict[str, dict[str, str]] = {}
+    summary: list[str] = []
+    classroom: dict[str, Any] | None = None
     failed = False
     for number, step in enumerate(job["steps"]):
         label = step.get("name") or step.get("uses") or f"step {number}"
-        if failed and "always()" not in str(step.get("if", "")):
+        if not runs(step.get("if"), failed, outputs):
             outcomes.append((label, "skipped"))
             continue
         path = os.pathsep.join([str(tools), *([str(python)] if python else []), "/usr/local/bin:/usr/bin:/bin"])
-        env = {**environment, "PATH": path}
+        output, step_summary = files / f"output-{number}", files / f"summary-{number}"
+        for file in (output, step_summary):
+            file.touch()
+            os.chown(file, NOBODY, NOBODY)
+        declared = {k: EXPRESSION.sub(lambda m: outputs.get(m[1], {}).get(m[2], ""), str(v))
+                    for k, v in step.get("env", {}).items()}
+        env = {**environment, **declared, "PATH": path, "GITHUB_OUTPUT": str(output),
+               "GITHUB_STEP_SUMMARY": str(step_summary)}
         action = step.get("uses", "").split("@")[0]
         if action == "actions/checkout":
-            done = subprocess.run([*AS_NOBODY, "git", "clone", "--quiet", str(repository), str(workspace)], env=env,
-                                  cwd=base, capture_output=True, text=True, timeout=120)
+            done = subprocess.run([*AS_NOBODY, "git", "clone", "--quiet", "--branch", branch, str(repository),
+                                   str(workspace)], env=env, cwd=base, capture_output=True, text=True, timeout=120)
         elif action == "actions/setup-python":
             python = make_python(runner_python, prefix=AS_NOBODY)
             done = subprocess.CompletedProcess([], 0, "", "")
         elif action == "actions/upload-artifact":
             kept = workspace / step["with"]["path"]
             done = subprocess.CompletedProcess([], 0, f"kept {kept}" if kept.is_file() else "no file to keep", "")
+        elif action == "classroom-resources/autograding-grading-reporter":
+            done, classroom = classroom_reporter(step, env)
         elif "run" in step:
             script = base / f"step-{number}.sh"
             script.write_text(step["run"])
@@ -212,15 +279,19 @@ def run_workflow(workflow: Path, repository: Path, base: Path, *, sysctl_lifts: 
         log.append(f"## {label} (exit {done.returncode})\n{done.stdout}{done.stderr}")
         outcomes.append((label, "success" if done.returncode == 0 else "failure"))
         failed |= done.returncode != 0
+        if "id" in step:
+            outputs[step["id"]] = step_outputs(output.read_text())
+        summary.append(step_summary.read_text())
     report_path = workspace / "grader-report.json"
     return Job(not failed, outcomes, "\n".join(log),
                json.loads(report_path.read_text()) if report_path.is_file() else None,
-               sudo_log.read_text().splitlines() if sudo_log.is_file() else [])
+               sudo_log.read_text().splitlines() if sudo_log.is_file() else [], "".join(summary), classroom)
 
 
 @pytest.fixture(scope="module")
 def student_repository() -> Iterator[Path]:
-    """A student release as a git repository, which the workflow's checkout clones."""
+    """A student release as a git repository, which the workflow's checkout clones: its branch main is the release,
+    its branch reference the next push of a student who finished (the reference solutions in exercises/)."""
     base = Path(tempfile.mkdtemp(prefix="kit-actions-"))
     base.chmod(0o755)
     try:
@@ -230,7 +301,13 @@ def student_repository() -> Iterator[Path]:
                                  env=plain_environment(PYTHONPATH=str(REPO)))
         assert release.returncode == 0, release.stderr
         git = ("git", "-c", "user.name=kit", "-c", "user.email=kit@example.invalid", "-C", str(repository))
-        for command in (("init", "--quiet"), ("add", "-A"), ("commit", "--quiet", "-m", "release")):
+        for command in (("init", "--quiet", "--initial-branch", "main"), ("add", "-A"),
+                        ("commit", "--quiet", "-m", "release"), ("checkout", "--quiet", "-b", "reference")):
+            subprocess.run([*git, *command], check=True, capture_output=True, timeout=60)
+        for solution in (REPO / "solutions").glob("*.py"):
+            if solution.name != "__init__.py" and (repository / "exercises" / solution.name).is_file():
+                shutil.copyfile(solution, repository / "exercises" / solution.name)
+        for command in (("commit", "--quiet", "-am", "done"), ("checkout", "--quiet", "main")):
             subprocess.run([*git, *command], check=True, capture_output=True, timeout=60)
         subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(repository)], check=True)  # git's safe.directory
         yield repository
@@ -238,25 +315,61 @@ def student_repository() -> Iterator[Path]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.mark.parametrize("sysctl_lifts", [True, False], ids=["apparmor-lifted", "apparmor-stays"])
-def test_the_release_workflow_runs_as_written_on_an_ubuntu_runner(student_repository: Path, sysctl_lifts: bool):
+def test_the_release_workflow_is_named_as_github_classroom_finds_it(student_repository: Path):
+    """The reporter's points reach Classroom only from a workflow named "Autograding Tests" whose one job is
+    run-autograding-tests, allowed to write checks (classroom-resources/autograding-grading-reporter's README); and
+    it grades a push once: no pull_request, which grades the same commit again."""
+    definition = yaml.safe_load((student_repository / ".github" / "workflows" / "grade.yml").read_text())
+    assert definition["name"] == "Autograding Tests" and list(definition["jobs"]) == ["run-autograding-tests"]
+    assert "name" not in definition["jobs"]["run-autograding-tests"], "the check run must keep the job's id as its name"
+    assert definition["permissions"] == {"checks": "write", "actions": "read", "contents": "read"}
+    assert "push" in definition[True] and "pull_request" not in definition[True], definition[True]  # YAML 1.1: on
+    cached = next(step for step in definition["jobs"]["run-autograding-tests"]["steps"]
+                  if step.get("uses", "").startswith("actions/setup-python"))["with"]
+    assert cached["cache"] == "pip" and "pyproject.toml" in cached["cache-dependency-path"], cached
+
+
+@pytest.mark.parametrize(("sysctl_lifts", "branch"), [(True, "main"), (True, "reference"), (False, "reference")],
+                         ids=["apparmor-lifted-stubs", "apparmor-lifted-reference", "apparmor-stays-reference"])
+def test_the_release_workflow_runs_as_written_on_an_ubuntu_runner(student_repository: Path, sysctl_lifts: bool,
+                                                                  branch: str):
     base = Path(tempfile.mkdtemp(prefix="kit-runner-"))
     base.chmod(0o755)
     try:
         job = run_workflow(student_repository / ".github" / "workflows" / "grade.yml", student_repository, base,
-                           sysctl_lifts=sysctl_lifts)
+                           sysctl_lifts=sysctl_lifts, branch=branch)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     assert "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0" in job.sudo, job.sudo
     assert job.report is not None, f"the job wrote no report: {job.steps}\n{job.log[-3000:]}"
-    assert job.report["suite"] == "public" and job.report["score"] == 0, job.report["score"]  # the stubs
+    full = branch == "reference"
+    assert job.report["suite"] == "public" and job.report["score"] == (100 if full else 0), job.report["score"]
+    # The job summary: the score, and a row per exercise with its points and its tests passed.
+    assert f"### {job.report['score']:g} / 100 points\n" in job.summary, job.summary
+    for exercise in job.report["exercises"]:
+        passed = sum(test["outcome"] == "passed" for test in exercise["tests"])
+        row = f"| {exercise['id']} | {exercise['score']:g} / {exercise['max_score']:g} | {passed} / "
+        assert row in job.summary and (passed == len(exercise["tests"])) == full, (row, job.summary)
+    reporter = ("Report the points to GitHub Classroom", "success" if sysctl_lifts else "skipped")
+    assert reporter in job.steps, job.steps
     if sysctl_lifts:
         assert job.succeeded, f"{job.steps}\n{job.log[-3000:]}"
         assert job.report["sandbox"] == "bubblewrap", job.log[-3000:]
         assert "graded in the bubblewrap sandbox" in job.log
+        # What GitHub Classroom's reporter read: one runner, one test per exercise, the report's points.
+        assert job.classroom is not None and list(job.classroom) == ["grader"], job.classroom
+        result = job.classroom["grader"]
+        assert (result["version"], result["status"], result["max_score"]) == (1, "pass", 100), result
+        assert [test["name"] for test in result["tests"]] == [e["id"] for e in job.report["exercises"]], result
+        assert [test["score"] for test in result["tests"]] == [e["score"] for e in job.report["exercises"]], result
+        assert {test["status"] for test in result["tests"]} == {"pass" if full else "fail"}, result
+        assert all(test["line_no"] == 0 for test in result["tests"]), result  # else it prints "line undefined"
+        assert f"::notice title=Autograding complete::Points {100 if full else 0}/100" in job.log
     else:  # bubblewrap stays refused: the grade step passes, the isolation check fails the job, loudly
         assert not job.succeeded and job.report["sandbox"] == "none", f"{job.steps}\n{job.log[-3000:]}"
         failed = [label for label, outcome in job.steps if outcome == "failure"]
         assert failed == ["Fail unless the grading was isolated"], job.steps
         assert "::error::graded without isolation (sandbox: none)" in job.log
+        # Full points, graded unisolated: in the summary, said untrusted, and never given to GitHub Classroom.
+        assert job.classroom is None and "GitHub Classroom was not given it" in job.summary, job.summary
     assert job.steps[-1] == ("Keep the report", "success"), job.steps  # `if: always()`: the report is kept
