@@ -313,8 +313,8 @@ def _browser() -> str | None:
 @pytest.mark.skipif(_browser() is None, reason="no headless browser here (CI installs Debian's chromium)")
 def test_the_class_report_renders_in_a_browser_with_its_charts_and_no_console_errors(first_run, tmp_path):
     """The page the batch wrote, opened as an instructor would (a file, offline) in headless chromium: the DOM has
-    both charts, who needs help first and every student's row from the lowest total up, a screenshot shows the bars drawn, and the console stays silent (no
-    blocked load, no error)."""
+    both charts, who needs help first and every student's row from the lowest total up, a screenshot shows the bars
+    drawn, and the console stays silent (no blocked load, no error)."""
     from matplotlib.image import imread
 
     from grader.batch.charts import COLOUR
