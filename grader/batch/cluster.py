@@ -140,7 +140,7 @@ def grade(client: Client, jobs: dict[str, Job], selection: Selection, device: st
     client.register_plugin(SlotPlugin(name, expected, list(selection.exercises), selection.suite, device, isolation,
                                       environment), name=name)
     try:
-        _Dispatch(client, name, run_id, jobs, on_graded).run()
+        _Dispatch(client, name, run_id, jobs, on_graded, say).run()
     except OSError as error:  # the scheduler's connection closed (distributed's CommClosedError is an OSError)
         raise ClusterLost(str(error) or type(error).__name__) from None
     finally:
@@ -161,8 +161,10 @@ class _Dispatch:
     """
 
     def __init__(self, client: Client, name: str, run_id: str, jobs: dict[str, Job],
-                 on_graded: Callable[[str, Graded], None]) -> None:
+                 on_graded: Callable[[str, Graded], None], say: Callable[[str], None] = print) -> None:
         self.client = client
+        self.say = say
+        self.told: set[tuple[str, str]] = set()  # (worker, submission) of each worker said to be lost
         self.name = name
         self.run_id = run_id
         self.jobs = jobs
@@ -196,6 +198,7 @@ class _Dispatch:
         was grading, and no queue of others."""
         if time.monotonic() - self.counted_at > WATCH_S / 5:  # a worker that joins is counted within 2 s
             self.slots, self.counted_at = _slots(self.client, self.name), time.monotonic()
+            self.tell_of_lost_workers()
         free = max(1, self.slots) - len(self.sent)
         while free > 0 and self.waiting:
             self.send(self.waiting.popleft())
@@ -214,6 +217,7 @@ class _Dispatch:
 
         submission_id = self.sent.pop(future)
         self.untaken.pop(future, None)
+        holders = frozenset(self.client.who_has([future]).get(future.key, ()))  # the worker that graded it, if any
         try:
             graded = _read(future.result())
         except KilledWorker:
@@ -228,6 +232,7 @@ class _Dispatch:
             graded = Graded(Outcome(Status.FAILED, f"{type(error).__name__}: {error}"), None)
         finally:
             future.release()
+        self.tell_of_lost_workers(submission_id, holders)
         self.on_graded(submission_id, graded)
 
     def again_or_not(self, submission_id: str) -> Graded | None:
@@ -245,6 +250,26 @@ class _Dispatch:
                 count=self.sends[submission_id])), None)
         self.send(submission_id)
         return None
+
+    def tell_of_lost_workers(self, answered: str | None = None, holders: frozenset[str] = frozenset()) -> None:
+        """One line for each worker lost while grading a submission of this batch (from the STARTED events, so that
+        a worker restarted and killed between two looks is told of too): one gone from the cluster while its
+        submission waits, or, as a submission is `answered`, each that started it but does not hold its answer."""
+        workers = set(self.client.scheduler_info(n_workers=-1).get("workers", {}))
+        for _, event in self.client.get_events(STARTED):
+            if not isinstance(event, dict) or event.get("run") != self.run_id:
+                continue
+            pair = (str(event.get("worker")), str(event.get("submission")))
+            lost = pair[0] not in holders if pair[1] == answered else (
+                pair[0] not in workers and pair[1] in self.sent.values())
+            if not lost or pair in self.told:
+                continue
+            self.told.add(pair)
+            deaths = sum(1 for _, submission in self.told if submission == pair[1])  # this loss is the how-manieth
+            self.say(tr("grader: Dask worker {address} was lost while grading {id}, which is retried on another worker",
+                        address=pair[0], id=pair[1]) if deaths < DEATHS_FOR_A_LIMIT else
+                     tr("grader: Dask worker {address} was lost while grading {id}, which has now ended {count} "
+                        "workers: recorded as a limit", address=pair[0], id=pair[1], count=deaths))
 
     def deaths(self, submission_id: str) -> int:
         """How many workers started grading this submission in this batch, never to answer: each died."""

@@ -140,7 +140,8 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
             die(str(error))
         except cluster.ClusterLost:
             print(tr("grader: the Dask scheduler at {address} went away: {done} of {total} reports are written in "
-                     "{out}; start it again and run the same command to grade the rest", address=args.cluster,
+                     "{out}; start it again, and its workers (they exit with it), then run the same command to grade "
+                     "the rest", address=args.cluster,
                      done=sum(counts.values()), total=len(entries), out=str(args.out)), file=sys.stderr)
             return EXIT_GRADER_FAILED
     summary = batch.summarise(results, selection)

@@ -66,9 +66,9 @@ class GradeReport:
     def to_json(self) -> dict[str, Any]:
         """The contract's report (section 4), plus extra keys `sandbox`, `warnings`, `time_budget_s`,
         `budget_exhausted`, `seed` (the grading's, and each test's), `blocked_by`, `diagnosed` (the catalogue's names
-        of the known mistakes an exercise's failures come from), `files` (the submission's files an exercise's code was read from: an exercise
-        file, or the notebooks it was made of), `absent` for an exercise not in the submission, and a test's `causes`
-        (what stopped it, in words no language changes: grader.host.failures.CAUSES)."""
+        of the known mistakes an exercise's failures come from), `files` (the submission's files an exercise's code was
+        read from: an exercise file, or the notebooks it was made of), `absent` for an exercise not in the submission,
+        and a test's `causes` (what stopped it, in words no language changes: grader.host.failures.CAUSES)."""
         return {
             "schema": SCHEMA,
             "submission": self.submission,

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from grader.curriculum import SUBMISSION_FILES
 from grader.host import portable, seeds, tiers
 from grader.host.limits import Limits
 from grader.host.scratch import remove_stale_stages
-from grader.curriculum import SUBMISSION_FILES
 from grader.intake import submission as submissions
 from grader.intake.imports import exercise_imports
 

@@ -233,6 +233,11 @@ def test_workers_killed_while_grading_lose_nothing_and_a_worker_with_another_kit
     expected, got = graded(reference), graded(out)
     for submission in ("alice", "carol", "mallory"):
         assert got[submission] == expected[submission], submission
+    # Each worker killed while grading is told of, in one line naming what it was grading.
+    lost = [line for line in said if "was lost while grading" in line]
+    assert [line for line in lost if "alice" in line] == [next(line for line in lost if "grading alice, which is "
+                                                                "retried on another worker" in line)], said
+    assert any("grading bob" in line and "recorded as a limit" in line for line in lost), said
     refusals = [line for line in said if "not grading on worker" in line]
     assert len(refusals) == 1 and "its kit differs" in refusals[0] and "install the same kit" in refusals[0], said
     summary = json.loads((out / "summary.json").read_text())
@@ -258,6 +263,7 @@ def test_a_scheduler_gone_stops_the_batch_with_one_line_and_a_rerun_on_a_local_c
     assert process.returncode == 3, (stdout, stderr)
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and "went away" in lines[0] and "run the same command" in lines[0], stderr
+    assert "its workers (they exit with it)" in lines[0], stderr
     kept = sorted(path.stem for path in out.glob("*.json"))
     assert 2 <= len(kept) < 4, kept
     assert all(graded(out)[name] == graded(reference)[name] for name in kept)
