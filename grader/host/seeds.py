@@ -1,7 +1,7 @@
 """Every random draw of a grading comes from one seed, so that a regrade of the same files is the same report.
 
-The grading's seed is derived from what is graded (the submission's files as intake read them), the kit's
-version and an optional course salt (`GRADER_SALT`, set by an instructor where students cannot read it:
+The grading's seed is derived from what is graded (the code of the submission's files as intake read them), the
+kit's version and an optional course salt (`GRADER_SALT`, set by an instructor where students cannot read it:
 without it anyone with the kit can work out a grading's draws, as they can today from the suites' code).
 Each test's seed is derived from the grading's and the test's id; it seeds the trusted process's torch and
 the worker's before the test's first request (grader.judge.plugin), and the capstone draws its task from it.
@@ -10,6 +10,7 @@ the worker's before the test's first request (grader.judge.plugin), and the caps
 
 from __future__ import annotations
 
+import ast
 import hashlib
 from collections.abc import Mapping
 
@@ -19,12 +20,23 @@ SALT_VARIABLE = "GRADER_SALT"
 
 
 def grading_seed(files: Mapping[str, bytes], *, salt: str = "") -> int:
-    """A 63-bit seed that changes with any byte of any file, with the kit's version and with the salt."""
+    """A 63-bit seed that changes with the code of any file, with the kit's version and with the salt.
+
+    The code, not the bytes: a file is read as Python's syntax tree, so a comment, a blank line or the file's layout
+    draws as before, and a student who only annotates sees the same report (a verdict that depends on the draw would
+    otherwise move with a comment). A file that does not parse counts by its bytes."""
     digest = hashlib.sha256(f"attention-kit {__version__}\0{salt}\0".encode())
     for name in sorted(files):
-        data = files[name]
+        data = _code(files[name])
         digest.update(name.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
     return int.from_bytes(digest.digest()[:8], "little") >> 1
+
+
+def _code(data: bytes) -> bytes:
+    try:
+        return ast.dump(ast.parse(data)).encode()
+    except (SyntaxError, ValueError):
+        return data
 
 
 def seed_of_test(grading: int, test_id: str) -> int:

@@ -74,3 +74,12 @@ def test_a_batch_uses_the_course_salt_and_check_seed_reproduces_its_report(
 def test_a_seed_that_is_not_one_is_a_one_line_usage_error(grader_cli, dave, tmp_path, seed):
     run = grader_cli.run("check", "attention", "--submission", str(dave), "--seed", seed)
     assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1 and "seed" in run.stderr, run.describe()
+
+
+def test_the_seed_follows_the_code_not_its_comments_or_layout():
+    code = b"def f(x):\n    return x * 2\n"
+    seed = seeds.grading_seed({"attention.py": code})
+    assert seeds.grading_seed({"attention.py": b"# mine\n\ndef f(x):  # doubled\n    return x * 2\n"}) == seed
+    assert seeds.grading_seed({"attention.py": code.replace(b"2", b"3")}) != seed
+    assert seeds.grading_seed({"attention.py": code}, salt="s") != seed
+    assert seeds.grading_seed({"attention.py": b"def f(:\n"}) != seeds.grading_seed({"attention.py": b"def f(: \n"})
