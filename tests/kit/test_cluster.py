@@ -27,6 +27,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import without_timings
 
 distributed = pytest.importorskip("distributed", reason="the cluster extra (dask's distributed) is not installed")
 
@@ -128,13 +129,6 @@ def dask_cluster(tmp_path: Path) -> Iterator[Callable[..., DaskCluster]]:
 
 def graded(out: Path) -> dict[str, object]:
     """Each report of DIR as a local batch and a cluster must agree on it: everything but the timings."""
-    def without_timings(value):
-        if isinstance(value, dict):
-            return {k: without_timings(v) for k, v in value.items() if k not in ("duration_s", "seconds")}
-        if isinstance(value, list):
-            return [without_timings(v) for v in value]
-        return value
-
     return {path.stem: without_timings(json.loads(path.read_text())) for path in sorted(out.glob("*.json"))
             if path.stem != "summary"}
 

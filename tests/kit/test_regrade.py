@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import without_timings
 
 from grader.host import seeds
 from grader.intake.submission import load
@@ -23,14 +24,6 @@ from grader.judge import variants
 REPO = Path(__file__).resolve().parents[2]
 MISTAKES = {"sublayers": "adds_norm_x", "transformer": "decodes_the_source"}  # values drawn show in both messages
 SALT = "a course's secret"
-
-
-def without_timings(value):
-    if isinstance(value, dict):
-        return {k: without_timings(v) for k, v in value.items() if k not in ("duration_s", "seconds")}
-    if isinstance(value, list):
-        return [without_timings(v) for v in value]
-    return value
 
 
 @pytest.fixture(scope="module")
