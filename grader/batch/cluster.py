@@ -197,8 +197,9 @@ class _Dispatch:
         """As many submissions on the cluster as it has slots, no more: a worker that dies holds only those it
         was grading, and no queue of others."""
         if time.monotonic() - self.counted_at > WATCH_S / 5:  # a worker that joins is counted within 2 s
-            self.slots, self.counted_at = _slots(self.client, self.name), time.monotonic()
-            self.tell_of_lost_workers()
+            workers = _workers(self.client)
+            self.slots, self.counted_at = _slots(workers, self.name), time.monotonic()
+            self.tell_of_lost_workers(workers)
         free = max(1, self.slots) - len(self.sent)
         while free > 0 and self.waiting:
             self.send(self.waiting.popleft())
@@ -232,7 +233,7 @@ class _Dispatch:
             graded = Graded(Outcome(Status.FAILED, f"{type(error).__name__}: {error}"), None)
         finally:
             future.release()
-        self.tell_of_lost_workers(submission_id, holders)
+        self.tell_of_lost_workers(_workers(self.client), submission_id, holders)
         self.on_graded(submission_id, graded)
 
     def again_or_not(self, submission_id: str) -> Graded | None:
@@ -251,11 +252,12 @@ class _Dispatch:
         self.send(submission_id)
         return None
 
-    def tell_of_lost_workers(self, answered: str | None = None, holders: frozenset[str] = frozenset()) -> None:
+    def tell_of_lost_workers(self, workers: dict[str, Any], answered: str | None = None,
+                             holders: frozenset[str] = frozenset()) -> None:
         """One line for each worker lost while grading a submission of this batch (from the STARTED events, so that
         a worker restarted and killed between two looks is told of too): one gone from the cluster while its
-        submission waits, or, as a submission is `answered`, each that started it but does not hold its answer."""
-        workers = set(self.client.scheduler_info(n_workers=-1).get("workers", {}))
+        submission waits, or, as a submission is `answered`, each that started it but does not hold its answer.
+        `workers`: the cluster's now, by address."""
         for _, event in self.client.get_events(STARTED):
             if not isinstance(event, dict) or event.get("run") != self.run_id:
                 continue
@@ -284,17 +286,21 @@ class _Dispatch:
                 self.untaken.pop(future, None)
                 continue
             self.untaken[future] += 1
-            if self.untaken[future] >= 2 and _slots(self.client, self.name):
+            if self.untaken[future] >= 2 and _slots(_workers(self.client), self.name):
                 del self.sent[future], self.untaken[future]
                 future.cancel()
                 if (graded := self.again_or_not(submission_id)) is not None:
                     self.on_graded(submission_id, graded)
 
 
-def _slots(client: Client, name: str) -> int:
-    """How many submissions the cluster's workers can grade at once for this batch: the resource its slots offer,
+def _workers(client: Client) -> dict[str, Any]:
+    """The cluster's workers now, by address, as the scheduler describes them."""
+    return client.scheduler_info(n_workers=-1).get("workers", {})
+
+
+def _slots(workers: dict[str, Any], name: str) -> int:
+    """How many submissions the cluster's `workers` can grade at once for this batch: the resource its slots offer,
     summed over the workers that have it now (a worker that joins later adds its own)."""
-    workers = client.scheduler_info(n_workers=-1).get("workers", {})
     return int(sum(worker.get("resources", {}).get(name, 0) for worker in workers.values()))
 
 

@@ -91,7 +91,7 @@ def move_aside(out: Path, ids: set[str]) -> list[str]:
     """Move the reports in `out` of submissions not among `ids` (`<id>.json`, and `feedback/<id>.txt`) into
     `out/removed/`, so that grades.csv, the summary and the folder agree on who is in the class; their ids, sorted."""
     gone = sorted(path.stem for path in out.glob("*.json")
-                  if path.stem not in ids and path.name != "summary.json" and contract_shaped(read(path)))
+                  if path.stem not in ids and path.name != "summary.json" and read(path) is not None)
     if gone:
         aside = out / REMOVED_FOLDER
         aside.mkdir(exist_ok=True)

@@ -252,8 +252,9 @@ class Connection:
         self._importing.add(name)
         try:
             for dependency in self.imports.get(name, ()):
-                if dependency in self._importing or dependency in self._modules or f"{dependency}.py" in (
-                        *self.missing_files, *self.unparsed_files):
+                file = f"{dependency}.py"
+                if (dependency in self._importing or dependency in self._modules or file in self.missing_files
+                        or file in self.unparsed_files):
                     continue
                 try:
                     self.import_module(dependency)
