@@ -94,6 +94,8 @@ def submission_failure(error: object, what: str, limits: Limits, *, importing: b
     """The failure that the error in a worker's reply (a dict of type, message and where, as it came) stands for;
     `importing`: the call was the import of an exercise file."""
     failure = _describe_failure(error, what, limits, importing)
+    # Whatever an exercise file's import raised or ran into, the test's hint about values would mislead.
+    failure.names_its_cause = failure.names_its_cause or importing
     if isinstance(error, dict):
         failure.kind = str(error.get("type", ""))[:100]
     where = error.get("where") if isinstance(error, dict) else None

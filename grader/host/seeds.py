@@ -15,6 +15,7 @@ import hashlib
 from collections.abc import Mapping
 
 from grader import __version__
+from grader.intake.imports import syntax_tree
 
 SALT_VARIABLE = "GRADER_SALT"
 
@@ -33,9 +34,10 @@ def grading_seed(files: Mapping[str, bytes], *, salt: str = "") -> int:
 
 
 def _code(data: bytes) -> bytes:
+    tree = syntax_tree(data)
     try:
-        return ast.dump(ast.parse(data)).encode()
-    except (SyntaxError, ValueError):
+        return data if tree is None else ast.dump(tree).encode()
+    except RecursionError:  # a tree the parser took but too deep to print
         return data
 
 

@@ -1,4 +1,5 @@
-"""`exercise_imports`: the exercise files each exercise file imports as it is imported, read from its source.
+"""`syntax_tree` reads a submission's file as the trusted side may, never running it; `exercise_imports` uses it for
+the exercise files each exercise file imports as it is imported.
 
 The trusted side imports those first, one at a time (grader.host.connection), so that a file that never finishes
 importing (an endless loop at its top level) costs one timeout per grading, and every exercise that imports it is
@@ -12,14 +13,21 @@ import ast
 from collections.abc import Collection, Iterator, Mapping
 
 
+def syntax_tree(source: bytes | str) -> ast.Module | None:
+    """The file's syntax tree, or None where it does not parse: a syntax error, a null byte, or nesting past the
+    parser's depth (which raises RecursionError or MemoryError, and must cost the submission, never the grader)."""
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
 def exercise_imports(files: Mapping[str, bytes], modules: Collection[str]) -> dict[str, tuple[str, ...]]:
     """For each file `<module>.py` of `files`, the other `modules` it imports at its top level, in order."""
     found = {}
     for file, data in files.items():
         module = file.removesuffix(".py")
-        try:
-            tree = ast.parse(data)
-        except (SyntaxError, ValueError):  # the worker's import says what is wrong with it
+        if (tree := syntax_tree(data)) is None:  # the worker's import says what is wrong with it
             continue
         names = [name for name in _imported(tree.body) if name in modules and name != module]
         found[module] = tuple(dict.fromkeys(names))

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 from grader.curriculum import EXERCISES
+from grader.intake.imports import syntax_tree
 from grader.lang import N_, plural, tr
 from grader.text import clean
 
@@ -174,10 +175,9 @@ def script(found: list[Cell]) -> tuple[str, list[str]]:
 def unparsed(data: bytes) -> str | None:
     """Why the exercise file `data`, made from notebook cells, stands for a cell that does not parse (as `_file`
     wrote it: read here, never run); None for any other file."""
-    try:
-        body = ast.parse(data).body
-    except (SyntaxError, ValueError):
+    if (tree := syntax_tree(data)) is None:
         return None
+    body = tree.body
     if len(body) == 2 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
             and isinstance(body[0].value.value, str) and ast.unparse(body[1]) == "raise ImportError(__doc__)":
         return body[0].value.value

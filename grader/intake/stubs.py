@@ -14,6 +14,7 @@ import functools
 import json
 from pathlib import Path
 
+from grader.intake.imports import syntax_tree
 from grader.lang import KIT
 
 SHIPPED = Path("grader/locale/release-stubs.json")  # in a release: {file name: the stub it shipped}; the kit has none
@@ -55,9 +56,7 @@ def only_stub_code(name: str, data: bytes) -> bool:
 
 def _definitions(source: bytes) -> frozenset[str]:
     """The file's top-level functions and classes, their docstrings left out (a notebook's are in its language)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    if (tree := syntax_tree(source)) is None:
         return frozenset()
     found = set()
     for node in tree.body:

@@ -6,6 +6,8 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from grader.intake.imports import syntax_tree
+
 Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Assign | ast.AnnAssign
 
 
@@ -20,9 +22,7 @@ class ParsedModule:
 
 def parse(name: str, source: bytes) -> ParsedModule | None:
     """Submission module `name` from its source, or None when it does not parse."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    if (tree := syntax_tree(source)) is None:
         return None
     bindings: dict[str, list[Definition]] = {}
     for node in import_time_statements(tree.body):

@@ -59,3 +59,18 @@ def test_an_endless_loop_at_import_costs_one_timeout_and_blocks_what_builds_on_i
         messages = [t["message"] for t in tests[exercise]]
         assert all(f"importing {exercise}.py" not in m for m in messages), messages  # never timed out itself
         assert all(f"{exercise}.py was not imported, as it needs masking.py" in m for m in messages), messages
+
+
+def test_a_file_nested_past_the_parsers_depth_is_read_as_one_that_does_not_parse():
+    """`x = ----...1` 200,000 deep makes Python's parser raise MemoryError: on the trusted side that crashed the grader
+    (exit 3) until every reading of a submission's source went through `syntax_tree`."""
+    from grader.host import seeds
+    from grader.intake import stubs
+    from grader.intake.imports import syntax_tree
+    from grader.judge.sources import parse
+
+    deep = b"x = " + b"-" * 200_000 + b"1\n"
+    assert syntax_tree(deep) is None and parse("masking", deep) is None
+    assert exercise_imports({"masking.py": deep}, MODULES) == {}
+    assert not stubs.untouched("masking.py", deep)
+    assert seeds.grading_seed({"masking.py": deep}) != seeds.grading_seed({"masking.py": deep + b" "})
