@@ -28,26 +28,39 @@ def tested_names(item: pytest.Item) -> list[str]:
     `def built(lib, ...)` the submission). A name given to getattr as a variable is read from the case's parameters,
     else from the test's own string constants (`built(impl, "DecoderLayer", p)`). A case whose parameters name some
     of these (`[FeedForward]`) tests those only."""
-    functions = _functions(str(item.path))
-    reached = _reached(functions, getattr(item, "originalname", None) or item.name.split("[")[0])
-    aliases = _aliases(functions, reached)
-    test = functions.get(reached[0]) if reached else None
-    constants = [node.value for node in ast.walk(test) if isinstance(node, ast.Constant)] if test else []
     params = list(getattr(getattr(item, "callspec", None), "params", {}).values())
     found: dict[str, None] = {}
-    for name in reached:
-        for node in ast.walk(functions[name]):
-            if isinstance(node, ast.Attribute) and (exercise := _impl_module(node.value, aliases[name])):
-                candidates = [node.attr]
-            elif _is_getattr(node) and (exercise := _impl_module(node.args[0], aliases[name])):
-                wanted = node.args[1]
-                named = [value for value in params if value in BY_ID[exercise].names]  # this case's, first
-                candidates = [wanted.value] if isinstance(wanted, ast.Constant) else named or constants
-            else:
-                continue
-            found.update(dict.fromkeys(c for c in candidates if isinstance(c, str) and c in BY_ID[exercise].names))
+    for exercise, wanted, constants in _calls(str(item.path), getattr(item, "originalname", None)
+                                              or item.name.split("[")[0]):
+        named = [value for value in params if value in BY_ID[exercise].names]  # this case's, first
+        candidates = [wanted] if wanted is not None else named or constants
+        found.update(dict.fromkeys(c for c in candidates if isinstance(c, str) and c in BY_ID[exercise].names))
     case = [name for name in found if name in params]
     return case or list(found)  # a case named after one of them tests that one, whatever else its code may reach
+
+
+@functools.lru_cache(maxsize=1024)
+def _calls(path: str, test: str) -> tuple[tuple[str, str | None, tuple[object, ...]], ...]:
+    """What test function `test` of the file at `path` reaches of the submission, read once for all its cases: per
+    `impl.<exercise>.<name>` or `getattr(impl.<exercise>, ...)`, the exercise, the name when the code spells it (None
+    for a getattr of a variable), and the test's own constants, where such a variable's value may come from."""
+    functions = _functions(path)
+    reached = _reached(functions, test)
+    aliases = _aliases(functions, reached)
+    constants = tuple(node.value for node in _walk(functions[reached[0]]) if isinstance(node, ast.Constant)) \
+        if reached else ()
+    calls = []
+    for name in reached:
+        for node in _walk(functions[name]):
+            if isinstance(node, ast.Attribute) and (exercise := _impl_module(node.value, aliases[name])):
+                calls.append((exercise, node.attr, ()))
+            elif _is_getattr(node) and (exercise := _impl_module(node.args[0], aliases[name])):
+                wanted = node.args[1]
+                if not isinstance(wanted, ast.Constant):
+                    calls.append((exercise, None, constants))
+                elif isinstance(wanted.value, str):
+                    calls.append((exercise, wanted.value, ()))
+    return tuple(calls)
 
 
 def _reached(functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef], test: str) -> list[str]:
@@ -55,8 +68,8 @@ def _reached(functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef], test:
     reached = [test] if test in functions else []
     for name in reached:
         node = functions[name]
-        named = [n.id for n in ast.walk(node) if isinstance(n, ast.Name)]
-        named += [n.arg for n in ast.walk(node) if isinstance(n, ast.arg)]
+        named = [n.id for n in _walk(node) if isinstance(n, ast.Name)]
+        named += [n.arg for n in _walk(node) if isinstance(n, ast.arg)]
         reached += [n for n in dict.fromkeys(named) if n in functions and n not in reached]
     return reached
 
@@ -69,7 +82,7 @@ def _aliases(functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef], reach
     while changed:
         changed = False
         for name in reached:
-            for call in (n for n in ast.walk(functions[name]) if isinstance(n, ast.Call)):
+            for call in (n for n in _walk(functions[name]) if isinstance(n, ast.Call)):
                 callee = call.func.id if isinstance(call.func, ast.Name) else None
                 if callee not in aliases:
                     continue
@@ -82,6 +95,12 @@ def _aliases(functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef], reach
                         aliases[callee].add(parameter)
                         changed = True
     return aliases
+
+
+@functools.lru_cache(maxsize=4096)
+def _walk(function: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[ast.AST, ...]:
+    """Every node of a test file's function (kept alive by `_functions`' cache), walked once for all its readers."""
+    return tuple(ast.walk(function))
 
 
 @functools.lru_cache(maxsize=64)
