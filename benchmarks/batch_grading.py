@@ -35,7 +35,8 @@ ORDER = ("attention", "masking", "head_attention", "multi_head_attention", "posi
 # (kind, how many of 100)
 MIX = (("correct", 25), ("partial", 25), ("stub", 10), ("one mistake", 30), ("broken", 10))
 # with the bytecode cache on, as a user's Python has it (see grading_time.py)
-ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}, "OMP_NUM_THREADS": "1", "NO_COLOR": "1"}
+ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}, "OMP_NUM_THREADS": "1",
+       "NO_COLOR": "1"}
 
 
 def solutions_with(folder: Path, swaps: dict[str, Path | str]) -> None:
