@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-# A report as the slot's child writes it and DIR/<id>.json keeps it (CONTRACT.md section 4): plain JSON.
+# A report as the slot's child writes it and DIR/<id>.json keeps it (docs/contract.md#the-json-report): plain JSON.
 ReportJSON = dict[str, Any]
 
 

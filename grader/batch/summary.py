@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from grader.batch.schedule import Result
 
 # How the worker's limits announce themselves in a test's message (see grader/host/workers.py and failures.py).
-# A result's status as grades.csv and summary.json name it (CONTRACT.md section 4), so that a 0 is never silent.
+# A result's status as grades.csv and summary.json name it (docs/contract.md#gradescsv), so that a 0 is never silent.
 CSV_STATUS = {Status.GRADED: "graded", Status.REFUSED: "refused", Status.TIMEOUT: "limit",
               Status.FAILED: "grader-error"}
 # The statuses the class's mean, mean per exercise and histogram count: the graded only. A refused one had

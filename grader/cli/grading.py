@@ -154,7 +154,7 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
 
 
 def _batch_exit(failed: int, submissions: int) -> int:
-    """Exit 3 when the grader failed on any submission (CONTRACT.md section 3), every report written by now.
+    """Exit 3 when the grader failed on any submission (docs/contract.md#exit-codes), every report written by now.
 
     A class of zeros must not pass for a finished batch in a script: a rerun grades those submissions again.
     """

@@ -141,7 +141,7 @@ def _seed(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `grader` parser, one sub-command per job (CONTRACT.md section 3 fixes its options)."""
+    """The `grader` parser, one sub-command per job (docs/contract.md#the-command-line fixes its options)."""
     parser = _Parser(prog="grader", description=N_("Grade attention-kit exercises in a sandbox."))
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 

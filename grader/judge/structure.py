@@ -65,7 +65,7 @@ def describe(module: torch.nn.Module | Remote) -> ModuleInfo:
     )
 
 
-# The contract's attribute names (CONTRACT.md), and the tensors' own: a name made of these is the contract's.
+# The contract's attribute names (docs/contract.md), and the tensors' own: a name made of these is the contract's.
 CONTRACT_NAMES = frozenset({
     "key", "query", "value", "tril", "dropout", "wq", "wk", "wv", "wo", "attn_dropout", "resid_dropout", "mask",
     "pe", "w1", "w2", "norm", "self_attn", "cross_attn", "feed_forward", "residual1", "residual2", "residual3",

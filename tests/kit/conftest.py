@@ -1,9 +1,9 @@
 """Fixtures for the kit's own tests: run the grader's command line and read its JSON report.
 
-These tests know only the public contract (CONTRACT.md sections 3 and 4): the `grader check`
-command, its exit codes and the report it writes. The one exception is `warm_grader` (and `tier_graders`, the
-same at each isolation tier), which grades many submissions through the warm slots `grader batch` and
-`grader watch` run, for tests that only read reports.
+These tests know only the public contract (docs/contract.md: the command line, the exit codes, the JSON report):
+the `grader check` command, its exit codes and the report it writes. The one exception is `warm_grader` (and
+`tier_graders`, the same at each isolation tier), which grades many submissions through the warm slots
+`grader batch` and `grader watch` run, for tests that only read reports.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def _field_problems(where: str, obj: Any, fields: dict[str, tuple[type, ...]]) -
 
 
 def report_problems(report: Any) -> list[str]:
-    """Every way `report` departs from CONTRACT.md section 4; empty when it follows it."""
+    """Every way `report` departs from docs/contract.md#the-json-report; empty when it follows it."""
     problems = _field_problems("report", report, REPORT_FIELDS)
     if problems:
         return problems

@@ -1,11 +1,11 @@
 """The exports checked against the specifications they are written for.
 
-- `--json`: the kit's own contract (../shared/CONTRACT.md, section 4).
+- `--json`: the kit's own contract (docs/contract.md#the-json-report).
 - `--gradescope`: Gradescope's autograder specification, "Output format"
   (https://gradescope-autograders.readthedocs.io/en/latest/specs/).
 - `--exercism`: Exercism's test runner interface, version 3
   (https://exercism.org/docs/building/tooling/test-runners/interface).
-- `grades.csv`: CONTRACT.md section 4's `status` column.
+- `grades.csv`: the `status` column of docs/contract.md#gradescsv.
 
 Each validator returns the list of what breaks its specification, so a failure names every problem.
 The graded runs are `attention` only (a correct submission, the stubs, a SyntaxError) and the
@@ -134,7 +134,7 @@ def exercism_problems(results: dict[str, Any]) -> list[str]:
 
 
 def report_problems(report: dict[str, Any]) -> list[str]:
-    """CONTRACT.md section 4: keys, types, outcomes, and points that add up."""
+    """docs/contract.md#the-json-report: keys, types, outcomes, and points that add up."""
     problems = []
     types = {"schema": str, "submission": str, "suite": str, "device": str, "score": float, "max_score": float,
              "duration_s": float, "torch": str, "sandbox": str, "exercises": list}

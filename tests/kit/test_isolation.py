@@ -1,7 +1,7 @@
 """Isolation: submissions that attack the sandbox itself must fail, alone, in a batch, and as an unprivileged user.
 
-These are the acceptance tests of the bubblewrap tier (CONTRACT.md section 4: namespaces, no
-capabilities, an unprivileged uid). Each submission under submissions/isolation/ attacks at call time
+These are the acceptance tests of the bubblewrap tier (docs/contract.md#the-json-report, its `sandbox`:
+namespaces, no capabilities, an unprivileged uid). Each submission under submissions/isolation/ attacks at call time
 (remounts and plants code in the Python installation, reads or traces the zygote, stops or kills it,
 leaves lurking processes, fills the scratch space, forks or starts threads without end, opens network
 connections) and holds no working `attention`: any score above 0 means its attack worked. In a batch,
