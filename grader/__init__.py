@@ -1,13 +1,17 @@
 """The attention kit's autograder: student code runs in a sandboxed worker, never in the judging process.
 
 From Python or a notebook: `grader.check("attention")`, or `%load_ext grader` then `%grader check attention`.
+
+This package's own module is the notebook's face, the top of the grader's layers (docs/architecture.md): no module of
+the grader imports it (the kit's version and folders are in `grader.kit`), and its notebook names load on first use.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from grader.kit import VERSION as __version__
+
 __all__ = ["CheckError", "__version__", "check", "load_ipython_extension"]
 
 if TYPE_CHECKING:

@@ -29,9 +29,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from grader.kit import kit_root
+
 LANGUAGES = ("en", "zh")
 PSEUDO = "qps"  # a pseudo-language for the kit's tests: every translated text is bracketed, ⟦like this⟧
-KIT = Path(__file__).resolve().parents[1]
+KIT = kit_root()
 DOMAINS = {  # domain: the folder of its catalogs, relative to the kit root
     "grader": "grader/locale",
     "public": "tests/public/locale",

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.curriculum import SUBMISSION_FILES
-from grader.grade.selection import kit_root
 from grader.intake.stubs import SHIPPED
+from grader.kit import kit_root
 from grader.lang import LANGUAGES, RELEASE_LANGUAGE, tr
 from grader.student import notebooks
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from grader import __version__, lang
+from grader import lang
 from grader.batch import class_sections
 from grader.batch.class_sections import FEEDBACK_FOLDER, anchor, links
 from grader.batch.jobs import Status
@@ -34,6 +34,7 @@ from grader.cli.render import points, render
 from grader.curriculum import BY_ID
 from grader.grade.reports import GradeReport, atomic_path
 from grader.grade.selection import Selection
+from grader.kit import VERSION
 from grader.lang import N_, tr
 from grader.text import clean
 
@@ -118,7 +119,7 @@ def _overview(summary: ClassSummary, selection: Selection) -> str:
     statuses = ", ".join(f"{n} {status}" for status, n in summary.statuses.items())
     tiers = ", ".join(f"{n} {tier}" for tier, n in sorted(summary.sandboxes.items()))
     overview = tr("{statuses} (sandbox: {tiers}).", statuses=statuses, tiers=tiers)
-    suite = tr("Tests: {suite} suite; attention-kit {version}.", suite=selection.suite, version=__version__)
+    suite = tr("Tests: {suite} suite; attention-kit {version}.", suite=selection.suite, version=VERSION)
     lines = [f"<p>{_e(overview)}</p>", f'<p class="note">{_e(suite)}</p>']
     if summary.mean_score is None:
         nobody = tr("No submission was graded: no class mean, charts or tests most students fail.")

@@ -18,9 +18,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from grader import __version__, lang
+from grader import lang
 from grader.batch.jobs import Isolation, Job, Outcome, Status
-from grader.grade.selection import Selection, kit_root, select
+from grader.grade.selection import Selection, select
+from grader.kit import VERSION, kit_root
 from grader.lang import tr
 
 try:
@@ -38,7 +39,7 @@ def fingerprint(selection: Selection) -> str:
     the grader, the solutions and their catalogue, the suites this batch runs, the files staged beside every
     submission, and the translations. Not the release's translated stubs, so that a checkout and the autograder
     bundle built from it (which leaves them out) grade together."""
-    digest = hashlib.sha256(f"{__version__}|{_torch()}|{selection.suite}|{','.join(selection.exercises)}".encode())
+    digest = hashlib.sha256(f"{VERSION}|{_torch()}|{selection.suite}|{','.join(selection.exercises)}".encode())
     root = kit_root()
     kit = [path for folder in ("grader", "solutions") for path in (root / folder).rglob("*.py")
            if "locale" not in path.relative_to(root).parts]
@@ -67,12 +68,12 @@ def describe(exercises: list[str], suite: str, expected: str, protect: str, allo
             problem = tr("it spawns its workers ({why}), and grader batch grades on Linux only", why=portable.reason())
         elif fingerprint(select(exercises, suite)) != expected:
             problem = tr("its kit differs from this one (version {version}, or its grader, solutions, suites or "
-                         "torch): install the same kit on it", version=__version__)
+                         "torch): install the same kit on it", version=VERSION)
         else:
             tier = tiers.refuse_unless_isolated(why=protect, allowed=allow_unisolated).tier
     except Exception as error:  # a usage refusal (no isolation, Python unreachable) or a broken install
         problem = str(error).splitlines()[0] if str(error) else type(error).__name__
-    return {"version": __version__, "problem": problem, "tier": "" if problem else tier}
+    return {"version": VERSION, "problem": problem, "tier": "" if problem else tier}
 
 
 class SlotPlugin(WorkerPlugin):
@@ -177,4 +178,4 @@ def grade_on_worker(name: str, run: str, submission_id: str, job: dict[str, Any]
 
 def kit_version() -> str:
     """Run on the scheduler before a batch sends anything: it unpickles every task, so it must load the kit too."""
-    return __version__
+    return VERSION

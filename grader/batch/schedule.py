@@ -26,15 +26,16 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import __version__, lang
+from grader import lang
 from grader.batch import class_report, records
 from grader.batch.jobs import Isolation, Job, Outcome, ReportJSON, Status
 from grader.batch.summary import summarise, write_grades_csv
-from grader.grade.selection import Selection, kit_root
+from grader.grade.selection import Selection
 from grader.host import trees
 from grader.host.scratch import remove_stale_stages
 from grader.inside.shared import processes
 from grader.intake.submission import SubmissionInputError, load
+from grader.kit import VERSION, kit_root
 from grader.lang import N_, plural, tr
 from grader.text import id_of, skeleton
 
@@ -107,7 +108,7 @@ def _alike(submission_id: str) -> set[tuple[str, str]]:
 def key(entry: Entry, selection: Selection, salt: str = "") -> str:
     """What a report depends on: the exercise files read, the suite and exercises, the kit, the course's salt (its
     draws) and the language its feedback is written in (English and no salt add nothing, as before either)."""
-    digest = hashlib.sha256(f"{__version__}|{selection.suite}|{','.join(selection.exercises)}".encode())
+    digest = hashlib.sha256(f"{VERSION}|{selection.suite}|{','.join(selection.exercises)}".encode())
     if salt:
         digest.update(b"|salt=" + hashlib.sha256(salt.encode()).digest())
     if lang.current() != "en":  # a rerun with another --lang writes every report again, in that language

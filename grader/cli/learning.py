@@ -16,10 +16,10 @@ from grader.cli.parse import EXIT_FAIL_UNDER, EXIT_OK, default_submission, die, 
 from grader.cli.render import SUITES, marks_for, points, say, status_style
 from grader.curriculum import BY_ID, EXERCISES
 from grader.grade.reports import shown_percent
-from grader.grade.selection import hidden_installed, kit_root
 from grader.host import reach
 from grader.host.tiers import IsolationRefused
 from grader.intake.submission import SubmissionInputError
+from grader.kit import hidden_installed, kit_root
 from grader.lang import listed, tr
 from grader.student import state
 

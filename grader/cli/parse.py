@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 from grader.cli.breaking import breaks
 from grader.grade.reports import HIDDEN_VISIBILITY, VISIBILITIES
-from grader.grade.selection import kit_root
+from grader.kit import kit_root
 from grader.lang import LANGUAGES, N_, argparse_translations, tr
 from grader.text import clean
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.grade.scoring import ExerciseResult, TestOutcome, TestResult
+from grader.kit import kit_root
 from grader.lang import N_, tr
 from grader.text import clean
 
@@ -265,8 +266,6 @@ def _test_code(name: str) -> str:
 @functools.cache
 def _function_bodies(relative: str) -> dict[str, str]:
     """The body of each test function in `tests/<relative>`, dedented; empty where the file cannot be read."""
-    from grader.grade.selection import kit_root
-
     try:
         source = (kit_root() / "tests" / relative).read_text(encoding="utf-8")
         tree = ast.parse(source)

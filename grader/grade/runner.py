@@ -23,13 +23,14 @@ from pytest_jsonreport.plugin import JSONReport
 from grader.curriculum import exercise_of_test_file, prerequisites
 from grader.grade import scoring
 from grader.grade.reports import GradeReport
-from grader.grade.selection import Selection, kit_root
+from grader.grade.selection import Selection
 from grader.host import tiers
 from grader.host.failures import Budget
 from grader.host.limits import Limits, WorkerStartError
 from grader.host.session import GradingSession
 from grader.judge.plugin import PreparedSession
 from grader.judge.reach import used_names
+from grader.kit import kit_root
 from grader.lang import N_, plural, tr
 
 

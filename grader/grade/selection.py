@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import grader
 from grader.curriculum import BY_ID, EXERCISES, prerequisites
+from grader.kit import hidden_installed, kit_root
 from grader.lang import tr
 
 SUITES = ("public", "hidden", "all")
@@ -26,15 +26,6 @@ class Selection:
     suite: str
     files: tuple[Path, ...]
     prerequisites: tuple[str, ...] = ()
-
-
-def kit_root() -> Path:
-    """The folder holding exercises/, tests/ and (for instructors) solutions/."""
-    return Path(grader.__file__).resolve().parent.parent
-
-
-def hidden_installed(root: Path | None = None) -> bool:
-    return any((root or kit_root()).joinpath("tests", "hidden").glob("test_*.py"))
 
 
 def select(exercises: list[str] | None, suite: str | None, *, root: Path | None = None) -> Selection:

@@ -35,6 +35,7 @@ from grader.host.limits import Limits, WorkerStartError
 from grader.host.spawned import PortableWorker
 from grader.inside.shared import processes
 from grader.inside.shared.processes import SANDBOX_UID
+from grader.kit import kit_root
 from grader.lang import tr
 
 if TYPE_CHECKING:
@@ -144,7 +145,6 @@ class PortableSandbox:
         return ""
 
     def connect(self, submission: Submission) -> PortableClient:
-        from grader.grade.selection import kit_root
         from grader.intake import submission as submissions
 
         if self._client is not None:

@@ -54,6 +54,7 @@ from grader.host.trees import adopt, become_subreaper, children_of, kill_tree, r
 from grader.host.workers import Client, control_request
 from grader.inside.shared import processes
 from grader.inside.shared.processes import SANDBOX_UID
+from grader.kit import kit_root
 
 if TYPE_CHECKING:
     from grader.intake.submission import Submission
@@ -188,7 +189,6 @@ class Sandbox:
 
     def connect(self, submission: Submission) -> Client:
         """Stage `submission` and open a client connection for it."""
-        from grader.grade.selection import kit_root
         from grader.intake import submission as submissions
 
         if self._busy:

@@ -14,8 +14,8 @@ import ast
 import hashlib
 from collections.abc import Mapping
 
-from grader import __version__
 from grader.intake.imports import syntax_tree
+from grader.kit import VERSION
 
 SALT_VARIABLE = "GRADER_SALT"
 
@@ -26,7 +26,7 @@ def grading_seed(files: Mapping[str, bytes], *, salt: str = "") -> int:
     The code, not the bytes: a file is read as Python's syntax tree, so a comment, a blank line or the file's layout
     draws as before, and a student who only annotates sees the same report (a verdict that depends on the draw would
     otherwise move with a comment). A file that does not parse counts by its bytes."""
-    digest = hashlib.sha256(f"attention-kit {__version__}\0{salt}\0".encode())
+    digest = hashlib.sha256(f"attention-kit {VERSION}\0{salt}\0".encode())
     for name in sorted(files):
         data = _code(files[name])
         digest.update(name.encode() + b"\0" + len(data).to_bytes(8, "little") + data)

@@ -33,6 +33,7 @@ from urllib.parse import unquote
 from grader.host import reach
 from grader.inside.shared import libseccomp, processes
 from grader.inside.shared.processes import SANDBOX_UID
+from grader.kit import hidden_installed, kit_root
 from grader.lang import listed, tr
 
 TIERS = ("bubblewrap", "user", "none")
@@ -100,8 +101,6 @@ def choose() -> Choice:
 
 def exposure(suite: str) -> str:
     """What an unisolated submission could read in this run ("" when nothing): refused at the `none` tier."""
-    from grader.grade.selection import hidden_installed, kit_root
-
     exposed = []
     if suite in ("hidden", "all") and hidden_installed():
         exposed.append(tr("the hidden tests"))
@@ -180,8 +179,6 @@ def protect(path: Path) -> None:
 
 
 def secrets() -> list[str]:
-    from grader.grade.selection import kit_root
-
     return list(dict.fromkeys(str(p) for p in [kit_root().resolve(), *_secrets]))
 
 
@@ -223,8 +220,6 @@ def editable_checkouts() -> list[str]:
     """The checkouts an editable install of the kit points at (PEP 610's direct_url.json), other than the one
     that grades: the venv's site-packages names them, so without Landlock their solutions and hidden tests
     are as much within a submission's reach as this copy's."""
-    from grader.grade.selection import kit_root
-
     found = []
     for dist in metadata.distributions():
         if (dist.metadata["Name"] or "").lower().replace("_", "-") != "attention-kit":

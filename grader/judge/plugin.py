@@ -26,7 +26,6 @@ import torch
 
 from grader.curriculum import exercise_of_test_file, prerequisites
 from grader.grade import markers
-from grader.grade.selection import kit_root
 from grader.host import seeds
 from grader.host.failures import Budget, BudgetExhausted, NotImplementedYet, WorkerCrash
 from grader.host.remote import RemoteSubmission
@@ -36,6 +35,7 @@ from grader.judge.checks import NAN_HINT, manual_seed
 from grader.judge.feedback import MAX_MESSAGE_CHARS, causes_of, feedback
 from grader.judge.measures import fresh_worker
 from grader.judge.reach import tested_names
+from grader.kit import kit_root
 from grader.lang import N_, tr
 
 _SESSION = pytest.StashKey[GradingSession]()

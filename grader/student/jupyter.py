@@ -33,8 +33,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import grader
 from grader import lang
+from grader.kit import kit_root
 from grader.lang import tr
 from grader.student import sessions
 
@@ -219,7 +219,7 @@ def _run(arguments: list[str], *, show: bool = True) -> tuple[int, str]:
 def child_environment() -> dict[str, str]:
     """The environment of a `python -m grader` child: this very grader first on the path, one thread, and UTF-8
     output whatever the locale's code page (cp936 on a Chinese Windows)."""
-    package_root = str(Path(grader.__file__).resolve().parent.parent)
+    package_root = str(kit_root())
     path = os.environ.get("PYTHONPATH")
     return {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else ""), "OMP_NUM_THREADS": "1",
             "PYTHONIOENCODING": "utf-8"}

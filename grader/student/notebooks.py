@@ -139,7 +139,7 @@ def _by_id(exercise_id: str) -> Exercise:
 
 
 if __name__ == "__main__":
-    from grader.grade.selection import kit_root
+    from grader.kit import kit_root
 
     root = kit_root()
     for path in write_all(root / "exercises", root / FOLDER):
