@@ -14,9 +14,9 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from grader import markers
 from grader.cli.breaking import Paragraph
 from grader.curriculum import BY_ID
-from grader.grade import markers
 from grader.grade.reports import GradeReport
 from grader.grade.results import ExerciseStatus
 from grader.grade.scoring import TestResult

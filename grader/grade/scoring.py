@@ -19,7 +19,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grader.curriculum import BY_ID, exercise_of_test_file, prerequisites
-from grader.grade.markers import diagnoses, hint_pattern, hint_suffix
 from grader.grade.results import (  # noqa: F401 - re-exported: what scoring yields, by its old names
     ExerciseResult,
     ExerciseStatus,
@@ -32,6 +31,7 @@ from grader.grade.results import (  # noqa: F401 - re-exported: what scoring yie
     TestResult,
 )
 from grader.lang import listed, tr, typeset
+from grader.markers import diagnoses, hint_pattern, hint_suffix
 
 
 @dataclass(frozen=True)

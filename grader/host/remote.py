@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from grader.grade.markers import hint_suffix
 from grader.host.failures import SubmissionFailure, WorkerCrash
 from grader.lang import tr
+from grader.markers import hint_suffix
 
 if TYPE_CHECKING:
     from grader.host.connection import Connection

@@ -8,10 +8,10 @@ from typing import Any
 
 import torch
 
-from grader.grade.markers import hint_suffix
 from grader.host.failures import NotImplementedYet, SubmissionFailure
 from grader.host.remote import Remote
 from grader.lang import tr
+from grader.markers import hint_suffix
 
 
 def expect_tensor(value: Any, *, name: str) -> torch.Tensor:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from grader import markers
 from grader.curriculum import BY_ID
-from grader.grade import markers
 from grader.host.failures import NotImplementedYet, SubmissionFailure
 from grader.lang import tr
 

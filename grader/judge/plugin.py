@@ -24,8 +24,8 @@ from typing import TypeAlias
 import pytest
 import torch
 
+from grader import markers
 from grader.curriculum import exercise_of_test_file, prerequisites
-from grader.grade import markers
 from grader.host import seeds
 from grader.host.failures import Budget, BudgetExhausted, NotImplementedYet, WorkerCrash
 from grader.host.remote import RemoteSubmission

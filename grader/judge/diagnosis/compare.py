@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import torch
 
-from grader.grade import markers
+from grader import markers
 from grader.judge.checks import EPS32
 from grader.judge.diagnosis.catalogue import REFERENCE, Library, Mistake, catalogue, combination
 from grader.judge.diagnosis.observe import Deferred, Facets, FacetValue, Implementation, Raised, outcome
