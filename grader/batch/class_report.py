@@ -30,13 +30,13 @@ from grader.batch.summary import (
     CSV_STATUS,
     ClassSummary,
 )
-from grader.cli.render import points, render
 from grader.curriculum import BY_ID
 from grader.grade.reports import GradeReport, atomic_path
 from grader.grade.selection import Selection
 from grader.kit import VERSION
 from grader.lang import N_, tr
 from grader.text import clean
+from grader.view.render import points, render
 
 if TYPE_CHECKING:
     from grader.batch.schedule import Result

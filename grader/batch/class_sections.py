@@ -18,12 +18,12 @@ from urllib.parse import quote
 from grader.batch.failing import LIMITS, UNDIAGNOSED, excerpt, first_line, waits_for
 from grader.batch.jobs import Status
 from grader.batch.summary import CSV_STATUS, ClassSummary, diagnosed, did_not_import, judges_own_code
-from grader.cli.render import points
 from grader.grade.reports import GradeReport
 from grader.grade.results import ExerciseResult, ExerciseStatus, TestOutcome
 from grader.grade.selection import Selection
 from grader.lang import N_, listed, plural, tr
 from grader.text import clean
+from grader.view.render import points
 
 if TYPE_CHECKING:
     from grader.batch.schedule import Result

@@ -1,4 +1,4 @@
-"""The `grader` command: parse the command line, dispatch, render; the work happens elsewhere."""
+"""The `grader` command: parse the command line, dispatch; the work happens elsewhere, the drawing in `grader.view`."""
 
 from grader.cli.main import main, run
 

@@ -18,8 +18,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from grader.cli.class_summary import render_summary
 from grader.cli.parse import EXIT_FAIL_UNDER, EXIT_GRADER_FAILED, EXIT_OK, die, existing_submission
-from grader.cli.render import render, render_summary
 from grader.grade.reports import GradeReport, to_exercism, to_gradescope, write_json
 from grader.grade.selection import Selection, UsageError, select
 from grader.host import portable, seeds, tiers
@@ -30,6 +30,7 @@ from grader.intake.submission import SubmissionInputError
 from grader.lang import tr
 from grader.student import state
 from grader.text import clean
+from grader.view.render import render
 
 
 def check_command(args: argparse.Namespace, console: Console) -> int:

@@ -11,9 +11,7 @@ from rich.panel import Panel
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 
-from grader.cli.breaking import markdown
 from grader.cli.parse import EXIT_FAIL_UNDER, EXIT_OK, default_submission, die, existing_submission
-from grader.cli.render import SUITES, marks_for, points, say, status_style
 from grader.curriculum import BY_ID, EXERCISES
 from grader.grade.reports import shown_percent
 from grader.host import reach
@@ -22,6 +20,8 @@ from grader.intake.submission import SubmissionInputError
 from grader.kit import hidden_installed, kit_root
 from grader.lang import listed, tr
 from grader.student import state
+from grader.view.breaking import markdown
+from grader.view.render import SUITES, marks_for, points, say, status_style
 
 
 def list_command(args: argparse.Namespace, console: Console) -> int:

@@ -13,11 +13,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from grader.cli.breaking import breaks
 from grader.grade.reports import HIDDEN_VISIBILITY, VISIBILITIES
 from grader.kit import kit_root
 from grader.lang import LANGUAGES, N_, argparse_translations, tr
 from grader.text import clean
+from grader.view.breaking import breaks
 
 EXIT_OK, EXIT_FAIL_UNDER, EXIT_USAGE, EXIT_GRADER_FAILED = 0, 1, 2, 3
 # A release is built for students, so the language of the terminal that builds it does not choose theirs.

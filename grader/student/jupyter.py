@@ -116,9 +116,9 @@ def _run_check(arguments: list[str], *, submission: str | os.PathLike[str] | Non
                namespace: dict[str, object] | None) -> GradeReport:
     from rich.console import Console
 
-    from grader.cli.render import render
     from grader.grade.reports import GradeReport
     from grader.intake.submission import SubmissionInputError, load
+    from grader.view.render import render
 
     with tempfile.TemporaryDirectory(prefix="grader-cell-") as folder:
         shown, chosen = arguments, None

@@ -21,11 +21,11 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from grader.cli.render import marks_for
 from grader.grade.reports import atomic_path
 from grader.host.session import GradingSession
 from grader.lang import N_, tr
 from grader.text import clean
+from grader.view.render import marks_for
 
 # Note 3's embeddings; the weights it prints for them are softmax(X Xᵀ / 2), row by row.
 EXAMPLE: tuple[tuple[float, ...], ...] = (

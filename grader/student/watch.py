@@ -36,9 +36,9 @@ from grader.intake.submission import exercise_folder
 from grader.lang import tr
 from grader.student import state
 from grader.student.cold import ColdChecker
-from grader.student.next_step import next_step
 from grader.student.warm import FirstFailure, WarmChecker
 from grader.text import clean
+from grader.view.next_step import next_step
 
 POLL_S = 0.05  # a stat of a dozen files: cheap enough to look often
 SETTLE_S = 0.1  # an editor may write a file in several steps: wait until it holds still
@@ -160,8 +160,8 @@ def _check(checker: WarmChecker | ColdChecker, submission: Path, exercises: list
     """One check, shown as `grader check` shows it, its results added to `known`, with the next step they leave;
     False when `cancel_if()` stopped it. In a terminal, the first failure shows as soon as it is known, until the
     table and every failure replace it."""
-    from grader.cli.render import render
     from grader.intake.submission import SubmissionInputError, load
+    from grader.view.render import render
 
     with Live(console=console, transient=True, auto_refresh=False, redirect_stdout=False,
               redirect_stderr=False) as live:
@@ -185,7 +185,7 @@ def _check(checker: WarmChecker | ColdChecker, submission: Path, exercises: list
 
 
 def _show_first(live: Live, failure: FirstFailure) -> None:
-    from grader.cli.render import marks_for
+    from grader.view.render import marks_for
 
     name = escape(clean(failure.test.split("::")[-1], newlines=False))
     head = Text.from_markup(f"[red]{marks_for(live.console).failed}[/] [bold]{name}[/] [dim]"

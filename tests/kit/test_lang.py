@@ -26,12 +26,12 @@ from rich.console import Console
 from grader import extract, lang
 from grader.cli.main import main
 from grader.cli.parse import build_parser
-from grader.cli.render import render
 from grader.grade.reports import GradeReport
 from grader.grade.results import ExerciseResult
 from grader.grade.results import TestOutcome as Outcome
 from grader.grade.results import TestResult as Result_
 from grader.student.hints import HINTS
+from grader.view.render import render
 
 REPO = Path(__file__).resolve().parents[2]
 # Where each catalog's messages are written (grader.lang.DOMAINS says where the catalog is).

@@ -277,9 +277,9 @@ def test_passing_and_failing_tests_keep_distinct_marks_in_every_encoding(encodin
 
     from rich.console import Console
 
-    from grader.cli.render import render
     from grader.grade.reports import GradeReport
     from grader.grade.scoring import score
+    from grader.view.render import render
 
     tests = [{"nodeid": f"tests/public/test_attention.py::test_{name}", "outcome": outcome,
               "metadata": {"exercise": "attention", "points": 1, "message": "" if outcome == "passed" else "wrong"}}
@@ -312,11 +312,11 @@ def test_a_hint_that_closes_every_failure_of_an_exercise_is_said_once_in_the_ter
     report keeps every message whole (Gradescope shows each test alone)."""
     from rich.console import Console
 
-    from grader.cli.render import render
     from grader.grade.reports import GradeReport
     from grader.grade.results import ExerciseResult
     from grader.grade.results import TestOutcome as Outcome
     from grader.grade.results import TestResult as Result_
+    from grader.view.render import render
 
     cause = "blocked weights are zeroed after the softmax: fill the blocked scores with -inf before it."
     messages = (f"rows differ.\nDiagnosis: {cause}", f"p_attn differs at (0, 1). Hint: {cause}",
@@ -387,12 +387,12 @@ def test_the_terminal_breaks_lines_between_chinese_characters_and_never_inside_a
     from rich.console import Console
 
     from grader import lang
-    from grader.cli.render import render
     from grader.grade.reports import GradeReport
     from grader.grade.results import ExerciseResult
     from grader.grade.results import TestOutcome as Outcome
     from grader.grade.results import TestResult as Result_
     from grader.judge.checks import NAN_HINT
+    from grader.view.render import render
 
     monkeypatch.setattr(lang, "_active", lang.translations(language))
     hint = lang.tr("Hint: {hint}", hint=lang.tr(NAN_HINT))
@@ -441,8 +441,8 @@ def test_a_hints_bullets_survive_the_consoles_encoding(encoding, bullet, monkeyp
     from rich.panel import Panel
 
     from grader import lang
-    from grader.cli.breaking import markdown
     from grader.student.hints import HINTS
+    from grader.view.breaking import markdown
 
     monkeypatch.setattr(lang, "_active", lang.translations("zh"))
     hint = next(lang.tr(text) for text in HINTS["attention"] if "\n- " in text)

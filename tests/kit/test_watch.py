@@ -175,7 +175,7 @@ def test_the_next_step_is_the_first_unfinished_exercise_and_names_what_the_view_
     """In-process, on results made by hand: what `grader check`, `%grader` and the watch end with."""
     from grader.curriculum import EXERCISES
     from grader.grade.results import ExerciseResult, TestOutcome, TestResult
-    from grader.student.next_step import next_step, say_next
+    from grader.view.next_step import next_step, say_next
 
     def result(exercise: str, outcome: str, **extra) -> ExerciseResult:
         causes = ("unwritten",) if outcome == "stub" else ()

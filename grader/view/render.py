@@ -1,12 +1,11 @@
-"""`render` draws results in the terminal: a submission's score table and failures, a class's summary."""
+"""`render` draws results in the terminal: a submission's score table and failures (a class's summary is
+`grader.cli.class_summary`'s)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -15,18 +14,15 @@ from rich.table import Table
 from rich.text import Text
 
 from grader import markers
-from grader.cli.breaking import Paragraph
-from grader.curriculum import BY_ID
 from grader.grade.reports import GradeReport
 from grader.grade.results import ExerciseStatus
 from grader.grade.scoring import TestResult
 from grader.intake.submission import Submission
 from grader.lang import N_, listed, tr, typeset
-from grader.student.next_step import NextStep, next_step, say_next
 from grader.text import clean
+from grader.view.breaking import Paragraph
+from grader.view.next_step import NextStep, next_step, say_next
 
-if TYPE_CHECKING:
-    from grader.batch.summary import ClassSummary
 
 @dataclass(frozen=True)
 class Marks:
@@ -201,81 +197,3 @@ def render(report: GradeReport, console: Console, *, verbose: bool = False, file
         say(console, f"{marks.todo} {line}")
     console.print("[dim]" + tr("Graded in {seconds} s, torch {torch}, sandbox: {sandbox}.",
                                seconds=round(report.duration_s, 1), torch=report.torch, sandbox=report.sandbox) + "[/]")
-
-
-def render_summary(summary: ClassSummary, console: Console, out: Path) -> None:
-    """A batch's class summary: counts, score histogram, mean per exercise, hardest tests, limit hits.
-
-    The statistics are over the scored submissions only, the others counted beside them; with none
-    scored, it says so rather than show a class of zeros.
-    """
-    statuses = ", ".join(f"{n} {status}" for status, n in summary.statuses.items())
-    tiers = ", ".join(f"{n} {tier}" for tier, n in sorted(summary.sandboxes.items()))
-    console.print(f"[bold]{summary.submissions} submissions[/]: {statuses} (sandbox: {tiers})", soft_wrap=True)
-    if summary.sandboxes.get("none"):
-        console.print(f"[yellow]{summary.sandboxes['none']} submissions were graded without bubblewrap's "
-                      "isolation (sandbox: none); their reports say why.[/]")
-    if summary.mean_score is None:
-        console.print("[yellow]No submission was graded: no class mean, histogram or tests most students fail.[/]")
-    else:
-        console.print(f"[bold]Mean {points(summary.mean_score)}/{points(summary.max_score)}[/] over "
-                      f"{_scored(summary)}", soft_wrap=True)
-        _render_statistics(summary, console)
-    for hit in summary.limits:
-        reason = f" ({escape(clean(hit.reason, newlines=False))})" if hit.reason else ""
-        said = "graded, but a limit stopped some tests" if hit.status == "graded" else f"not graded ({hit.status})"
-        console.print(f"[yellow]{said}:[/] {escape(clean(hit.id, newlines=False))}: {', '.join(hit.limits)}{reason}")
-    console.print(f"[dim]Reports in {escape(str(out))}/: <id>.json, grades.csv, summary.json; the class report: "
-                  f"{escape(str(out / 'report.html'))}[/]", soft_wrap=True)
-
-
-def _scored(summary: ClassSummary) -> str:
-    """Which submissions the class's statistics are over, and which they leave out."""
-    apart = summary.submissions - summary.scored
-    return f"the {summary.scored} graded" + (f" ({apart} refused, limit or grader-error not counted)" if apart else "")
-
-
-def _render_statistics(summary: ClassSummary, console: Console) -> None:
-    """The score histogram, the mean per exercise and the tests most students fail."""
-    histogram = Table(title="Scores", title_justify="left", box=None)
-    histogram.add_column("percent")
-    histogram.add_column("")
-    histogram.add_column("count", justify="right")
-    top = max((row.count for row in summary.histogram), default=0) or 1
-    for row in summary.histogram:
-        bar = "█" * round(30 * row.count / top)
-        histogram.add_row(f"{row.from_percent:>3}–{row.to_percent:<3}", f"[cyan]{bar}[/]", str(row.count))
-    console.print(histogram)
-    means = Table(title="Mean per exercise", title_justify="left")
-    means.add_column("Exercise")
-    means.add_column("Mean", justify="right")
-    for exercise_id, mean in summary.exercises.items():
-        means.add_row(exercise_id, f"{points(mean or 0.0)}/{points(float(BY_ID[exercise_id].points))}")
-    console.print(means)
-    if summary.hardest_tests:
-        hardest = Table(title="Tests most students fail (where they judged the exercise's own code)",
-                        title_justify="left")
-        hardest.add_column("Test", overflow="fold")  # in full, never cut mid-word
-        hardest.add_column("Failing", justify="right")
-        for test in summary.hardest_tests:
-            exercise, _, name = test.name.partition(": ")
-            suite = name.split("/", 1)[0] if "/" in name.split("::", 1)[0] else ""
-            shown = f"{exercise}: {name.rpartition('::')[2]}" + (f" ({suite})" if suite else "")
-            hardest.add_row(escape(clean(shown, newlines=False)), f"{1 - test.pass_rate:.0%} ({test.failed})")
-        console.print(hardest)
-    if summary.did_not_import:
-        imports = Table(title="Files that did not import (every test of the exercise stopped there)",
-                        title_justify="left")
-        imports.add_column("Exercise", overflow="fold")
-        imports.add_column("Students", justify="right")
-        for failure in summary.did_not_import:
-            imports.add_row(escape(f"{failure.exercise}: {failure.example}"), str(failure.count))
-        console.print(imports)
-    if summary.mistakes:
-        mistakes = Table(title="Known mistakes the class makes", title_justify="left")
-        mistakes.add_column("Mistake", overflow="fold")
-        mistakes.add_column("Students", justify="right")
-        for mistake in summary.mistakes[:10]:
-            what = f"{mistake.exercise}: {mistake.name}" + (f" ({mistake.explanation})" if mistake.explanation else "")
-            mistakes.add_row(escape(what), str(mistake.count))
-        console.print(mistakes)
