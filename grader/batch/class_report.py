@@ -18,14 +18,13 @@ import importlib
 import io
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from grader import lang
 from grader.batch import class_sections
 from grader.batch.class_sections import FEEDBACK_FOLDER, anchor, links
-from grader.batch.jobs import Status
+from grader.batch.jobs import Result, Status
 from grader.batch.summary import (
     CSV_STATUS,
     ClassSummary,
@@ -37,9 +36,6 @@ from grader.kit import VERSION
 from grader.lang import N_, tr
 from grader.text import clean
 from grader.view.render import points, render
-
-if TYPE_CHECKING:
-    from grader.batch.schedule import Result
 
 STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 72em; padding: 0 1em; color: #222; }

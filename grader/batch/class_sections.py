@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from grader.batch.failing import LIMITS, UNDIAGNOSED, excerpt, first_line, waits_for
-from grader.batch.jobs import Status
+from grader.batch.jobs import Result, Status
 from grader.batch.summary import CSV_STATUS, ClassSummary, diagnosed, did_not_import, judges_own_code
 from grader.grade.reports import GradeReport
 from grader.grade.results import ExerciseResult, ExerciseStatus, TestOutcome
@@ -24,9 +23,6 @@ from grader.grade.selection import Selection
 from grader.lang import N_, listed, plural, tr
 from grader.text import clean
 from grader.view.render import points
-
-if TYPE_CHECKING:
-    from grader.batch.schedule import Result
 
 FEEDBACK_FOLDER = "feedback"
 FIRST_PROBLEM_CHARACTERS = 200

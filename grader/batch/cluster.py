@@ -44,7 +44,7 @@ from grader import lang
 from grader.batch import records
 from grader.batch.dask_client import ClusterError, connect, ready
 from grader.batch.dask_worker import STARTED, SlotPlugin, describe, fingerprint, grade_on_worker, kit_version
-from grader.batch.jobs import Isolation, Job, Outcome, Status
+from grader.batch.jobs import Entry, Isolation, Job, Outcome, Result, Status
 from grader.grade.selection import Selection
 from grader.intake.submission import SubmissionInputError, load
 from grader.lang import tr
@@ -52,7 +52,6 @@ from grader.lang import tr
 if TYPE_CHECKING:
     from distributed import Client
 
-    from grader.batch.schedule import Entry, Result
 
 # What the client's environment decides about grading, so every worker grades as this machine would.
 GRADING_VARIABLES = ("GRADER_LANG", "GRADER_MEMORY_LIMIT_MB", "GRADER_CALL_TIMEOUT_S", "GRADER_SCRATCH_MB")

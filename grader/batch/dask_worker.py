@@ -93,7 +93,7 @@ class SlotPlugin(WorkerPlugin):
         self._folder: Path | None = None  # set up on the worker (so is all below): the plugin travels as data
 
     async def setup(self, worker: Any) -> None:
-        from grader.batch.schedule import Slot
+        from grader.batch.slot_process import Slot
         from grader.host.scratch import remove_stale_stages
 
         self._slots: queue.Queue[Any] = queue.Queue()

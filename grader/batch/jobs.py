@@ -1,9 +1,13 @@
-"""`jobs` is what a batch and its slots say to each other: a Job per submission, an Outcome per job."""
+"""`jobs` is what a batch and its slots say to each other, a Job per submission and an Outcome per job, and what the
+batch keeps of each submission: its Entry (an id and a path) and its Result (how its grading ended, and its report).
+
+The bottom of batch/: every other module of it uses these, and this one imports none of them."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 # A report as the slot's child writes it and DIR/<id>.json keeps it (docs/contract.md#the-json-report): plain JSON.
@@ -70,3 +74,37 @@ class Outcome:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Outcome:
         return cls(Status(data["status"]), data.get("reason") or "", data.get("seconds"))
+
+
+# DIR/grades.csv and DIR/summary.json: no submission's report may take or shadow their names.
+RESERVED_IDS = frozenset({"grades", "summary"})
+# The statuses a report is written with (see `schedule._grade`); never "skipped", which is a rerun's word for it.
+RECORDED = (Status.GRADED, Status.REFUSED, Status.TIMEOUT, Status.FAILED)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A submission of the batch: a sub-folder or .zip of SUBMISSIONS_DIR."""
+
+    id: str  # safe as a file name and in a spreadsheet, unique in the batch (see `discover`)
+    path: Path
+
+
+@dataclass(frozen=True)
+class Result:
+    """How a submission's grading ended, and its report."""
+
+    id: str
+    status: Status
+    report: ReportJSON
+
+    @property
+    def ended(self) -> Status:
+        """How its grading ended: for one skipped as done, the status its report was recorded with.
+
+        A rerun's grades.csv, summary and exit code follow this, so that they are an uninterrupted run's.
+        """
+        if self.status != Status.SKIPPED:
+            return self.status
+        recorded = self.report.get("status")
+        return next((status for status in RECORDED if status == recorded), Status.GRADED)

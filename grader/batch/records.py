@@ -6,18 +6,14 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from grader.batch.jobs import Outcome, ReportJSON, Status
+from grader.batch.jobs import Entry, Outcome, ReportJSON, Result, Status
 from grader.batch.summary import excerpt
 from grader.curriculum import BY_ID
 from grader.grade.reports import SCHEMA, write_json
 from grader.grade.selection import Selection
 from grader.lang import tr
 from grader.text import clean
-
-if TYPE_CHECKING:
-    from grader.batch.schedule import Entry, Result
 
 MAX_REASON_CHARACTERS = 2000  # of why a submission was not graded: a zip of 400 long names is no essay
 
@@ -34,8 +30,6 @@ def recorded(entry: Entry, selection: Selection, report_key: str, outcome: Outco
     report.update({"id": entry.id, "submission_name": clean(entry.path.name, newlines=False), "key": report_key,
                    "status": status})
     write_json(report, out / f"{entry.id}.json")
-    from grader.batch.schedule import Result
-
     return Result(entry.id, status, report)
 
 

@@ -8,18 +8,15 @@ import io
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from grader.batch.failing import LIMITS, HardTest, excerpt, first_line, hardest_tests, most_common
-from grader.batch.jobs import ReportJSON, Status
+from grader.batch.jobs import ReportJSON, Result, Status
 from grader.curriculum import BY_ID
 from grader.grade.reports import GradeReport, atomic_path, write_json
 from grader.grade.results import ExerciseResult, ExerciseStatus, TestOutcome
 from grader.grade.selection import Selection
 from grader.text import spreadsheet_cell
-
-if TYPE_CHECKING:
-    from grader.batch.schedule import Result
 
 # How the worker's limits announce themselves in a test's message (see grader/host/workers.py and failures.py).
 # A result's status as grades.csv and summary.json name it (docs/contract.md#gradescsv), so that a 0 is never silent.

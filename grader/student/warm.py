@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.batch.jobs import Isolation, Job, Status
-from grader.batch.schedule import Slot
+from grader.batch.slot_process import Slot
 from grader.grade.reports import GradeReport
 from grader.grade.selection import select
 from grader.host import tiers

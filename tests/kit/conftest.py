@@ -275,7 +275,7 @@ class WarmGrader:
                  allow_unisolated: bool = False) -> None:
         """`environment` goes over this process's in every slot (GRADER_BWRAP, GRADER_LANDLOCK, GRADER_SANDBOX pick
         the tier); `allow_unisolated` is `--allow-unisolated`."""
-        from grader.batch.schedule import Slot
+        from grader.batch.slot_process import Slot
 
         self._workdir = workdir
         self._stage = Path(tempfile.mkdtemp(prefix="kit-warm-"))

@@ -15,8 +15,7 @@ import pytest
 
 from grader import lang
 from grader.batch import class_report, class_sections
-from grader.batch.jobs import Status
-from grader.batch.schedule import Result
+from grader.batch.jobs import Result, Status
 from grader.batch.summary import summarise, write_grades_csv
 from grader.curriculum import EXERCISES
 from grader.grade.reports import GradeReport
