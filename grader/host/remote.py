@@ -7,7 +7,7 @@ and come back as `Remote` handles.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 
@@ -15,14 +15,27 @@ from grader.host.failures import SubmissionFailure, WorkerCrash
 from grader.lang import tr
 from grader.markers import hint_suffix
 
-if TYPE_CHECKING:
-    from grader.host.connection import Connection
-
-
 # Public methods every nn.Module has (`module.eval()`, `module.to(device)`, `module.load_state_dict(weights)`):
 # on a module's handle, these names are taken for its methods without asking the worker.
 MODULE_METHODS = frozenset(name for name, value in vars(torch.nn.Module).items()
                            if callable(value) and not name.startswith("_"))
+
+
+class Link(Protocol):
+    """What a handle asks of the connection it came through, `connection.Connection`: the worker's generation
+    (a handle dies with its worker), and the requests that reach it. Named here so that remote.py, whose handles
+    the connection makes, does not import the connection back."""
+
+    generation: int
+    process: object | None  # the worker: None once it is gone
+
+    def request(self, header: dict[str, Any], tensors: dict[str, torch.Tensor], *, what: str) -> Any: ...
+
+    def module_attribute(self, module: Remote, name: str) -> Any: ...
+
+    def call(self, target: Remote, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any: ...
+
+    def import_module(self, name: str) -> Remote: ...
 
 
 class Remote:
@@ -34,7 +47,7 @@ class Remote:
 
     __slots__ = ("_connection", "_generation", "_handle", "_kind", "_method", "_name")
 
-    def __init__(self, connection: Connection, handle: int, generation: int, name: str, kind: str, *,
+    def __init__(self, connection: Link, handle: int, generation: int, name: str, kind: str, *,
                  method: str | None = None) -> None:
         self._connection = connection
         self._handle = handle
@@ -92,7 +105,7 @@ class Remote:
 class RemoteSubmission:
     """The `impl` fixture: `impl.attention` is the submission's attention.py, imported in the worker."""
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: Link) -> None:
         self._connection = connection
 
     def __getattr__(self, name: str) -> Remote:

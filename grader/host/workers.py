@@ -14,15 +14,13 @@ import signal
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from grader.host.limits import Limits, WorkerGone, WorkerStartError, WorkerTimeout
 from grader.lang import tr
 
 if TYPE_CHECKING:
     import torch
-
-    from grader.host.sandbox import Sandbox
 
 
 class OutputTail:
@@ -53,10 +51,25 @@ class OutputTail:
             return text if new <= len(self._buffer) else f"[... {new - len(self._buffer)} bytes cut ...]\n{text}"
 
 
+class ZygoteSandbox(Protocol):
+    """What a Client asks of the sandbox its zygote runs in, `sandbox.Sandbox`: the limits and tier its workers are
+    spawned with, and what to say when a worker cannot start. Named here so that workers.py, whose clients the
+    sandbox opens, does not import the sandbox back."""
+
+    limits: Limits
+    tier: str
+    isolated: bool
+    address_space_above_zygote: int | None
+
+    def problem(self) -> str: ...
+
+    def check_self_test(self) -> None: ...
+
+
 class Client:
     """One submission's connection to a zygote: spawn workers, learn how they died, kill them."""
 
-    def __init__(self, sock: socket.socket, sandbox: Sandbox) -> None:
+    def __init__(self, sock: socket.socket, sandbox: ZygoteSandbox) -> None:
         self._socket = sock
         self.sandbox = sandbox
         self._requests = 0
