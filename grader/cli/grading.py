@@ -24,7 +24,7 @@ from grader.grade.reports import GradeReport, to_exercism, to_gradescope, write_
 from grader.grade.selection import Selection, UsageError, select
 from grader.host import portable, seeds, tiers
 from grader.host.limits import Limits
-from grader.host.session import GradingSession, resolve_device
+from grader.host.session import GradingSession, refuse_unavailable_device, resolve_device
 from grader.host.tiers import IsolationRefused
 from grader.intake.submission import SubmissionInputError
 from grader.lang import tr
@@ -94,7 +94,11 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
         die(tr("--timeout must be a positive number of seconds"))
     try:
         selection = select(None, args.suite)
-        resolve_device(args.device)
+        # The slots resolve "auto" for themselves: this process imports torch (a second) only to refuse a --device
+        # cuda the machine lacks, once, as a usage error.
+        refuse_unavailable_device(args.device)
+        if args.device == "cuda":
+            resolve_device(args.device)
         Limits.from_environment()  # the slots read the same variables: a bad one is a usage error here, once
         # Other students' submissions and the reports are secrets too, kept from each sandbox as the kit is.
         tiers.protect(args.submissions)
