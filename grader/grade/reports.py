@@ -171,6 +171,8 @@ def to_gradescope(report: GradeReport, *, hidden_visibility: str = HIDDEN_VISIBI
     # in its first line alone; why, and what it means, goes to Gradescope's stored `extra_data`, and the grader's
     # warnings to its own output, which `stdout_visibility` keeps for the instructor.
     extra: dict[str, Any] = {"sandbox": report.sandbox}
+    if report.seed is not None:
+        extra["seed"] = report.seed  # `grader check --seed` with it reproduces this grading
     if report.sandbox != "bubblewrap":
         extra["notice"] = tr(TIER_NOTICES.get(report.sandbox, TIER_NOTICES["none"]))
         extra["warnings"] = list(report.warnings)

@@ -32,6 +32,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import without_timings
 from deploy import AS_NOBODY, NOBODY, Gradescope, make_python, plain_environment, program
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,6 +103,24 @@ def test_run_autograder_grades_the_reference_in_full_and_the_stubs_at_zero(grade
     status, results, stderr = gradescope.run(REPO / "exercises", bwrap_refused=refused)
     assert gradescope.sandbox() == tier and status == 0, f"exit {status}: {results['output']}\n{stderr[-2000:]}"
     assert results["score"] == 0 and results["tests"], results["output"]
+
+
+def test_a_regrade_on_gradescope_gives_the_same_results(gradescope: Gradescope, tmp_path: Path):
+    """Gradescope's Regrade runs run_autograder again on the same files: the same results.json but for the time it
+    took, its seed in extra_data. The submission has a mistake whose messages quote drawn values (attention without
+    the 1/sqrt(d_k) scale), so that a draw that changed would show."""
+    submission = tmp_path / "submission"
+    shutil.copytree(REPO / "solutions", submission, ignore=shutil.ignore_patterns("mistakes", "__*"))
+    source = (submission / "attention.py").read_text()
+    scaled = re.sub(r" / math\.sqrt\(d_k\)", "", source)
+    assert scaled != source, "the reference's attention no longer divides by math.sqrt(d_k)"
+    (submission / "attention.py").write_text(scaled)
+    first, second = (gradescope.run(submission, bwrap_refused=False) for _ in range(2))
+    assert first[0] == second[0] == 0 and first[1]["score"] < 100, f"{first[1]['output']}\n{first[2][-2000:]}"
+    assert isinstance(first[1]["extra_data"].get("seed"), int), first[1]["extra_data"]
+    same = [without_timings({k: v for k, v in results.items() if k != "execution_time"}) for _, results, _ in
+            (first, second)]
+    assert same[0] == same[1]
 
 
 @pytest.mark.parametrize("tier", ["bubblewrap", "user", "none"])
