@@ -148,3 +148,34 @@ def test_held_out_mistakes_are_given_no_name(exercise: str):
     assert held_out, f"no held-out mistakes of {exercise}"
     for variant in held_out:
         assert _names(variant) == [], f"held-out {exercise}/{variant.name} diagnosed as {_names(variant)}"
+
+
+def test_a_chinese_grading_names_the_mistake_an_english_one_does(grader_cli, grader_env, tmp_path: Path):
+    """A facet that raised in the worker is compared by the exception's type, which the worker names as data, never
+    read back from the failure's words: in Chinese they say 抛出了, and a diagnosis that parsed "raised" named no
+    mistake for a Chinese student where an English one got it (attention's dropout on the output: its fixed-dropout
+    facet raises). Graded as a student runs it, with GRADER_LANG=zh."""
+    from grader.host.failures import submission_failure
+    from grader.host.limits import Limits
+    from grader.judge.diagnosis.observe import Raised, attempt
+    from grader.lang import use
+
+    use("zh")
+    try:
+        failure = submission_failure({"type": "RuntimeError", "message": "shapes"}, "attention.attention()", Limits())
+    finally:
+        use("en")
+    assert "RuntimeError" in str(failure) and " raised " not in str(failure), str(failure)
+
+    def raises():
+        raise failure
+
+    assert attempt(raises) == Raised("RuntimeError")
+    submission = tmp_path / "submission"
+    variants.write(next(v for v in variants.mistakes("attention") if v.name == "dropout_on_output"), submission)
+    environment = {**grader_env, "GRADER_LANG": "zh"}
+    run = grader_cli.run("check", "attention", "--quick", "--submission", str(submission),
+                         json_path=tmp_path / "report.json", env=environment)
+    assert run.report and run.report["exercises"][0]["diagnosed"] == ["dropout_on_output"], run.describe()
+    assert "诊断" in run.stdout, run.stdout
+

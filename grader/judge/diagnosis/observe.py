@@ -7,7 +7,6 @@ or `Raised` when the call raised. Costly facets may be left `Deferred`, computed
 
 from __future__ import annotations
 
-import re
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -121,9 +120,8 @@ def attempt(compute: Callable[[], T]) -> T | Raised:
         return compute()
     except (NotImplementedYet, WorkerCrash):
         raise
-    except SubmissionFailure as failure:
-        found = re.search(r" raised (\w+)", str(failure))
-        return Raised(found.group(1) if found else "SubmissionFailure")
+    except SubmissionFailure as failure:  # by the type the worker named, never by its words, which are translated
+        return Raised(failure.kind or "SubmissionFailure")
     except Exception as error:
         return Raised(type(error).__name__)
 
