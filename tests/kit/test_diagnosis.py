@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -179,3 +180,36 @@ def test_a_chinese_grading_names_the_mistake_an_english_one_does(grader_cli, gra
     assert run.report and run.report["exercises"][0]["diagnosed"] == ["dropout_on_output"], run.describe()
     assert "诊断" in run.stdout, run.stdout
 
+
+
+def test_the_observed_catalogue_kept_on_disk_is_what_was_computed(monkeypatch, tmp_path: Path):
+    """A diagnosis reads each exercise's observed catalogue from the user's cache once it was computed: the same
+    facets, tolerances and differences, loss for loss, for every exercise; readable by this user alone; a file that
+    does not read, or names another exercise, is computed again, never half trusted."""
+    from grader.judge.diagnosis import compare, stored
+
+    monkeypatch.setattr(stored, "folder", lambda: tmp_path / "facets")
+    computed_attention = None
+    for exercise in EXERCISES:
+        compare.known_facets.cache_clear()
+        computed = compare.known_facets(exercise)
+        computed_attention = computed_attention or computed
+        compare.known_facets.cache_clear()
+        read = compare.known_facets(exercise)
+        assert read is not computed and read.tolerances == computed.tolerances and read.costly == computed.costly
+        pairs = [(read.reference, computed.reference),
+                 *((r.facets, c.facets) for r, c in zip(read.mistakes, computed.mistakes, strict=True))]
+        assert all(r.keys() == c.keys() and all(diagnosis.distance(r[k], c[k]) == 0 for k in c) for r, c in pairs)
+        assert [(m.mistake, m.differs) for m in read.mistakes] == [(m.mistake, m.differs) for m in computed.mistakes]
+    kept = sorted((tmp_path / "facets").iterdir())
+    assert len(kept) == len(EXERCISES) and (tmp_path / "facets").stat().st_mode & 0o777 == 0o700
+    assert all(path.stat().st_mode & 0o777 == 0o600 for path in kept)
+    attention = next(path for path in kept if path.name.startswith("attention-"))
+    assert stored.load("attention", "cpu") is not None and stored.load("masking", "cpu") is not None
+    shutil.copyfile(attention, attention.with_name(attention.name.replace("attention-", "masking-")))
+    assert stored.load("masking", "cpu") is None  # another exercise's facets under masking's name
+    attention.write_bytes(attention.read_bytes()[:100])  # cut short
+    assert stored.load("attention", "cpu") is None
+    compare.known_facets.cache_clear()
+    assert compare.known_facets("attention").tolerances == computed_attention.tolerances  # computed again
+    compare.known_facets.cache_clear()

@@ -17,6 +17,7 @@ import torch
 
 from grader import markers
 from grader.judge.checks import EPS32
+from grader.judge.diagnosis import stored
 from grader.judge.diagnosis.catalogue import REFERENCE, Library, Mistake, catalogue, combination
 from grader.judge.diagnosis.observe import Deferred, Facets, FacetValue, Implementation, Raised, outcome
 from grader.judge.diagnosis.scenarios import SCENARIOS, run_scenario
@@ -101,12 +102,22 @@ def known_facets(exercise: str, device: str = "cpu") -> KnownFacets | None:
     mistakes = catalogue(exercise)
     if not mistakes:
         return None
+    kept = stored.load(exercise, device)
+    if kept is not None and [name for name, _, _ in kept["mistakes"]] == [m.name for m in mistakes]:
+        observed = tuple(ObservedMistake(mistake, tuple(differs), facets)
+                         for mistake, (_, differs, facets) in zip(mistakes, kept["mistakes"], strict=True))
+        return KnownFacets(kept["reference"], kept["tolerances"], frozenset(kept["costly"]), observed, exercise,
+                           device)
     run = run_scenario(exercise, REFERENCE, device=device)
     reference = run.facets
     golden = run_scenario(exercise, REFERENCE, dtype=torch.float64, device=device).facets
     tolerances = {name: tolerance(reference[name], golden[name]) for name in reference}
     known = KnownFacets(reference, tolerances, frozenset(run.costly), (), exercise, device)
-    return replace(known, mistakes=tuple(_observe(known, mistake) for mistake in mistakes))
+    known = replace(known, mistakes=tuple(_observe(known, mistake) for mistake in mistakes))
+    stored.save(exercise, device, {"reference": known.reference, "tolerances": known.tolerances,
+                                   "costly": sorted(known.costly),
+                                   "mistakes": [[m.mistake.name, list(m.differs), m.facets] for m in known.mistakes]})
+    return known
 
 
 def _observe(known: KnownFacets, mistake: Mistake) -> ObservedMistake:
