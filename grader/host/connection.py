@@ -238,12 +238,22 @@ class Connection:
             raise  # the import itself may be fine: nothing to remember
         except SubmissionFailure as failure:
             if exercise_file:
-                failure.caused(f"import:{name}.py")
+                failure = self._too_deep_to_parse(name, failure).caused(f"import:{name}.py")
             self._broken_imports[name] = failure
-            raise
+            raise failure from None
         if isinstance(module, Remote):
             self._modules[name] = module
         return module
+
+    def _too_deep_to_parse(self, name: str, failure: SubmissionFailure) -> SubmissionFailure:
+        """A MemoryError or RecursionError importing a file this side could not parse either (`exercise_imports` left
+        it out) is Python's parser giving up on code nested too deeply, not the submission's memory or recursion."""
+        if failure.kind not in ("MemoryError", "RecursionError") or name in self.imports:
+            return failure
+        deep = SubmissionFailure(tr("importing {file} failed: Python cannot parse it, its code is nested too deeply "
+                                    "({kind} in the parser)", file=f"{name}.py", kind=failure.kind))
+        deep.file, deep.kind, deep.names_its_cause = f"{name}.py", failure.kind, True
+        return deep
 
     def _import_first(self, name: str) -> None:
         """Import, one at a time and first, the exercise files `name` imports: one that failed (an endless loop at its

@@ -74,3 +74,16 @@ def test_a_file_nested_past_the_parsers_depth_is_read_as_one_that_does_not_parse
     assert exercise_imports({"masking.py": deep}, MODULES) == {}
     assert not stubs.untouched("masking.py", deep)
     assert seeds.grading_seed({"masking.py": deep}) != seeds.grading_seed({"masking.py": deep + b" "})
+
+
+def test_a_file_too_deep_for_the_parser_is_told_so_not_that_it_ran_out_of_memory(grade, tmp_path: Path):
+    """The worker's import of such a file raises MemoryError, which no memory limit caused: the failure says that
+    Python cannot parse the file, not that the submission ran out of memory."""
+    submission = tmp_path / "deep"
+    submission.mkdir()
+    (submission / "masking.py").write_bytes(b"x = " + b"-" * 200_000 + b"1\n")
+    run = grade(submission, "masking")
+    messages = [t["message"] for e in run.report["exercises"] for t in e["tests"] if t["message"]]
+    assert messages and all("importing masking.py failed: Python cannot parse it, its code is nested too deeply "
+                            "(MemoryError in the parser)" in m for m in messages), messages
+    assert not any("memory" in m.replace("MemoryError", "") for m in messages), messages
