@@ -26,7 +26,7 @@ from grader.grade.reports import GradeReport
 from grader.grade.selection import Selection
 from grader.host import tiers
 from grader.host.failures import Budget
-from grader.host.limits import Limits, WorkerStartError
+from grader.host.limits import WorkerStartError
 from grader.host.session import GradingSession
 from grader.judge.plugin import PreparedSession
 from grader.judge.reach import used_names
@@ -80,14 +80,6 @@ def _no_plugin_autoload() -> Iterator[None]:
             del os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"]
         else:
             os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = previous
-
-
-def grade_path(path: Path, selection: Selection, *, device: str = "auto", limits: Limits | None = None,
-               quick: bool = False, timeout_s: float | None = None, on_start: Callable[[int], None] | None = None,
-               on_test: Callable[[str, str], None] | None = None) -> GradeReport:
-    """Grade the submission at `path`; SubmissionInputError and ValueError mean bad input."""
-    session = GradingSession.open(path, device=device, limits=limits)
-    return grade(session, selection, quick=quick, timeout_s=timeout_s, on_start=on_start, on_test=on_test)
 
 
 def grade(

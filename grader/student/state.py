@@ -42,10 +42,6 @@ class LastResult:
     quick: bool
     checked_at: str
 
-    @property
-    def full_marks(self) -> bool:
-        return self.max_score > 0 and self.score >= self.max_score - 1e-9
-
 
 def _read(path: Path, schema: str) -> dict[str, Any]:
     try:

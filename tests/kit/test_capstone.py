@@ -1,4 +1,5 @@
-"""The capstone's task and training loop (grader/capstone.py): the loop runs in the worker, the decoding here."""
+"""The capstone's task and training loop (grader/inside/shared/capstone.py): the loop runs in the worker, the
+decoding here."""
 
 from __future__ import annotations
 

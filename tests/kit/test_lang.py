@@ -176,7 +176,8 @@ def test_every_command_takes_lang():
                                   ["check", "--device", "gpu"], ["list", "--jobs", "3"]])
 def test_help_and_usage_errors_read_in_chinese_with_argparse_own_words(argv, capsys, monkeypatch):
     """`--help` and argparse's own errors ("the following arguments are required") in the reader's language: the
-    kit's help texts through its catalog, argparse's words through its gettext domain (grader/locale/zh/argparse.po)."""
+    kit's help texts through its catalog, argparse's words through its gettext domain
+    (grader/locale/zh/LC_MESSAGES/argparse.po)."""
     monkeypatch.setenv("GRADER_LANG", "zh")
     monkeypatch.setenv("COLUMNS", "60")
     with pytest.raises(SystemExit):

@@ -8,7 +8,9 @@ key weights scaled by 0.2). The feed-forward's marks (a bias all in [0.5, 1.5], 
 other) are test_forged_verdicts's `dropout_right_only_when_traced`. Each attack is graded inside a copy of the reference
 solutions, next to the same mistake without the attack, in warm bubblewrap slots: the attack must score no more than
 the mistake does, and fail the tests it aims at. The measurement's calls themselves are held to the other tests' in
-test_dropout_rates.py (`test_a_measurement_loads_and_sends_what_the_other_tests_do`).
+test_dropout_rates.py (`test_a_feed_forwards_measurement_loads_weights_drawn_as_nn_linear_draws_them`,
+`test_a_residuals_measurement_hands_it_an_ordinary_sublayer`,
+`test_attentions_measurement_gives_it_scores_as_large_as_the_golden_tests_do`).
 """
 
 from __future__ import annotations

@@ -110,28 +110,3 @@ def on_another_device(fn: object, *args: object) -> str:
             return f"it returned a tensor on {value.device} for inputs on another device"
     return ""
 
-
-def parts_of(module: nn.Module, paths: list[str]) -> list[dict[str, object] | None]:
-    """What each of `module`'s parts (`get_submodule` paths, '' the module itself) is made of: its parameters'
-    (under every name, aliases too) and buffers' shapes and dtypes and its `n_heads`; None for a path that
-    names no submodule.
-
-    One request for every part of a Transformer, where `describe` would take one per part.
-    """
-    def info(tensor: torch.Tensor) -> dict[str, object]:
-        return {"shape": list(tensor.shape), "dtype": str(tensor.dtype).removeprefix("torch.")}
-
-    found: list[dict[str, object] | None] = []
-    for path in paths:
-        try:
-            part = module.get_submodule(path) if path else module
-        except AttributeError:
-            found.append(None)
-            continue
-        n_heads = getattr(part, "n_heads", None)
-        found.append({
-            "parameters": {name: info(p) for name, p in part.named_parameters(remove_duplicate=False)},
-            "buffers": {name: info(b) for name, b in part.named_buffers()},
-            "n_heads": n_heads if type(n_heads) is int else repr(n_heads)[:40],
-        })
-    return found
