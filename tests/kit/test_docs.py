@@ -1,5 +1,6 @@
 """The documentation keeps its promises: the README fits on a few screens, every link leads somewhere,
-and every command it shows is one the kit accepts.
+every command it shows is one the kit accepts, and docs/contributing.md's map of the kit's tests names every
+test file, a row for every subpackage of grader/, and only files that exist.
 
 Nothing here runs a command. `grader` commands are read by the real parser (`grader.cli.parse`) and
 their exercises by the curriculum; every other command a README code block shows is listed in VOUCHED
@@ -30,6 +31,8 @@ REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 PAGES = [README, *sorted((REPO / "docs").glob("*.md"))]
 SYNOPSIS = REPO / "docs" / "grading.md"  # its `text` block lists every sub-command and option
+TEST_MAP = REPO / "docs" / "contributing.md"  # its table says which kit tests cover each part of grader/
+TEST_MAP_HEADING = "## Which tests cover which part of grader/"
 MAX_README_LINES = 200
 SHELL_BLOCKS = {"bash", "sh", "shell", "console", ""}
 FENCE = re.compile(r"^```([\w+-]*)\n(.*?)^```", re.S | re.M)
@@ -207,6 +210,24 @@ def missing_files(words: list[str]) -> str | None:
     return None
 
 
+def map_problems(page: str, repo: Path = REPO) -> list[str]:
+    """What the table under TEST_MAP_HEADING gets wrong about `repo`: a kit test file it leaves out, a test file or a
+    path of grader/ it names that does not exist, a subpackage of grader/ without a row of its own."""
+    section = page.partition(TEST_MAP_HEADING + "\n")[2].split("\n## ")[0]
+    rows = [line for line in section.splitlines() if line.startswith("|") and not line.startswith("|---")][1:]
+    if not rows:
+        return [f"no table under {TEST_MAP_HEADING!r}"]
+    named = {name for row in rows for name in re.findall(r"\btest_\w+\.py\b", row)}
+    paths = {span for row in rows for span in _inline_code(row) if span.startswith("grader/")}
+    with_rows = {span.rstrip("/") for row in rows for span in _inline_code(row.split("|")[1])}
+    kit_tests = {path.name for path in (repo / "tests" / "kit").glob("test_*.py")}
+    packages = {f"grader/{init.parent.name}" for init in (repo / "grader").glob("*/__init__.py")}
+    return ([f"{name} is in no row" for name in sorted(kit_tests - named)]
+            + [f"{name} is not a file of tests/kit" for name in sorted(named - kit_tests)]
+            + [f"{path} does not exist" for path in sorted(paths) if not (repo / path).exists()]
+            + [f"{package}/ has no row" for package in sorted(packages - with_rows)])
+
+
 def _name(page: Path) -> str:
     return str(page.relative_to(REPO))
 
@@ -284,6 +305,11 @@ def test_the_synopsis_lists_every_sub_command_and_option_the_parser_has():
         assert not left_out, f"{_name(SYNOPSIS)}'s synopsis of `grader {command}` leaves out {', '.join(left_out)}"
 
 
+def test_the_map_of_tests_names_every_kit_test_and_only_files_that_exist():
+    problems = map_problems(TEST_MAP.read_text())
+    assert not problems, f"{_name(TEST_MAP)}, {TEST_MAP_HEADING!r}:\n" + "\n".join(problems)
+
+
 def test_the_checks_catch_a_dead_link_a_missing_heading_and_a_misspelt_option(tmp_path: Path):
     (tmp_path / "there.md").write_text("# Here\n\n## `grader batch`, class reports\n")
     page = tmp_path / "page.md"
@@ -297,3 +323,10 @@ def test_the_checks_catch_a_dead_link_a_missing_heading_and_a_misspelt_option(tm
     assert naming_problem(["check", "--time-out"]) == "`grader check` has no option --time-out"
     assert commands('a && (cd b && zip -r ../c.zip .)  # d') == [["a"], ["cd", "b"], ["zip", "-r", "../c.zip", "."]]
     assert missing_files(["python", "benchmarks/no_such.py"]) == "benchmarks/no_such.py does not exist"
+    for made in ("tests/kit/test_a.py", "tests/kit/test_b.py", "grader/intake/__init__.py", "grader/host/__init__.py"):
+        (tmp_path / made).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / made).write_text("")
+    table = (f"{TEST_MAP_HEADING}\n\n| part | tests |\n|---|---|\n| `grader/intake/` | `test_a.py`, `test_c.py` |\n"
+             "| `grader/gone.py` | `test_a.py` |\n\n## Next\n\n| `grader/host/` | `test_b.py` |\n")
+    assert map_problems(table, tmp_path) == ["test_b.py is in no row", "test_c.py is not a file of tests/kit",
+                                             "grader/gone.py does not exist", "grader/host/ has no row"]
