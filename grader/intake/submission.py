@@ -123,9 +123,10 @@ def _found(loaded: Submission, where: str, *, depth: str) -> Submission:
 
 
 def exercise_folder(path: Path) -> Path:
-    """The folder under `path` that holds its exercise files: its top, exercises/, or the fullest one below.
-
-    Hidden folders and symbolic links are not followed; a tie goes to the shallowest folder.
+    """The folder under `path` that holds its exercise files, chosen as in a zip (`_exercise_folder`): the one holding
+    the most, up to MAX_FOLDER_DEPTH levels below it; a tie goes to the shallowest, then to exercises/, then by name.
+    So a folder and its zip are graded from the same files (a stray attention.py at the top does not hide a full
+    exercises/ below it). Hidden folders and symbolic links are not followed.
     """
     best, most = path, 0
     level = [path]
@@ -135,10 +136,10 @@ def exercise_folder(path: Path) -> Path:
             count = sum((folder / name).is_file() for name in SUBMISSION_FILES)
             if count > most:
                 best, most = folder, count
-        if most:
-            return best
+        if most == len(SUBMISSION_FILES):
+            return best  # no folder deeper down can hold more
         level = [child for folder in ordered for child in _subfolders(folder)]
-    return path
+    return best
 
 
 def _subfolders(folder: Path) -> list[Path]:

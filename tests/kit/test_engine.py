@@ -18,6 +18,7 @@ import psutil
 import pytest
 import torch
 
+from grader.curriculum import SUBMISSION_FILES
 from grader.grade.reports import GradeReport, to_exercism, to_gradescope, write_json
 from grader.grade.scoring import score
 from grader.grade.selection import UsageError, select
@@ -601,3 +602,22 @@ def test_a_worker_cannot_signal_its_zygote_and_a_zygote_killed_costs_one_call(tm
         assert output.shape == (2, 3, 4) and len(session.workers.owned) == 2
     finally:
         session.close()
+
+
+def test_a_folder_and_its_zip_are_graded_from_the_same_files(tmp_path):
+    """A stray attention.py at the top and all nine in sub/: the folder, as its zip, is graded from sub/ (the fullest
+    folder; a tie goes to the shallowest, then to exercises/)."""
+    folder = tmp_path / "student"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "attention.py").write_text("# stray\n")
+    for name in SUBMISSION_FILES:
+        (folder / "sub" / name).write_text(f"# {name}\n")
+    archive = tmp_path / "student.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for path in sorted(folder.rglob("*.py")):
+            zipped.write(path, str(path.relative_to(tmp_path)))
+    assert load(folder).files == load(archive).files and load(folder).files["attention.py"] == b"# attention.py\n"
+    (folder / "exercises").mkdir()
+    for name in SUBMISSION_FILES:
+        (folder / "exercises" / name).write_text("# chosen\n")
+    assert load(folder).files["attention.py"] == b"# chosen\n"  # as full as sub/, and named exercises/
