@@ -330,3 +330,13 @@ def test_the_checks_catch_a_dead_link_a_missing_heading_and_a_misspelt_option(tm
              "| `grader/gone.py` | `test_a.py` |\n\n## Next\n\n| `grader/host/` | `test_b.py` |\n")
     assert map_problems(table, tmp_path) == ["test_b.py is in no row", "test_c.py is not a file of tests/kit",
                                              "grader/gone.py does not exist", "grader/host/ has no row"]
+
+
+def test_every_environment_variable_the_grader_reads_is_in_the_table():
+    """Each `GRADER_*` name in grader/'s code has its row in grading.md's Environment table, which says what it does
+    (or that it is the kit's own, set for its slots)."""
+    table = (REPO / "docs" / "grading.md").read_text(encoding="utf-8").split("## Environment", 1)[1].split("\n## ")[0]
+    named = {name for path in (REPO / "grader").rglob("*.py")
+             for name in re.findall(r"[\"'](GRADER_[A-Z_]+)[\"']", path.read_text(encoding="utf-8"))}
+    assert len(named) >= 10, named
+    assert not [name for name in sorted(named) if f"`{name}" not in table], "not in the Environment table"
