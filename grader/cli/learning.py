@@ -13,7 +13,7 @@ from rich.table import Table
 
 from grader.cli.parse import EXIT_FAIL_UNDER, EXIT_OK, default_submission, die, existing_submission
 from grader.curriculum import BY_ID, EXERCISES
-from grader.grade.reports import shown_percent
+from grader.grade.reports import SUITES, shown_percent
 from grader.host import reach
 from grader.host.tiers import IsolationRefused
 from grader.intake.submission import SubmissionInputError
@@ -21,7 +21,7 @@ from grader.kit import hidden_installed, kit_root
 from grader.lang import listed, tr
 from grader.student import state
 from grader.view.breaking import markdown
-from grader.view.render import SUITES, marks_for, points, say, status_style
+from grader.view.render import marks_for, points, say, status_style
 
 
 def list_command(args: argparse.Namespace, console: Console) -> int:

@@ -163,10 +163,11 @@ def to_gradescope(report: GradeReport, *, hidden_visibility: str = HIDDEN_VISIBI
         }
         for exercise, test, name in _counted_tests(report)
     ]
-    output = f"{report.score:g} / {report.max_score:g} points ({report.suite} suite, {report.device}, sandbox: " \
-             f"{report.sandbox})"
+    output = tr("{score} / {max_score} points ({suite} suite, {device}, sandbox: {sandbox})", score=f"{report.score:g}",
+                max_score=f"{report.max_score:g}", suite=tr(SUITES.get(report.suite, report.suite)),
+                device=report.device, sandbox=report.sandbox)
     graded = "; ".join(f"{exercise.id}: {', '.join(exercise.files)}" for exercise in report.exercises if exercise.files)
-    output += f"\nGraded from: {graded}" if graded else ""
+    output += "\n" + tr("Graded from: {files}", files=graded) if graded else ""
     # Below bubblewrap, the tier is the instructor's business, not the student's: the students' `output` names it
     # in its first line alone; why, and what it means, goes to Gradescope's stored `extra_data`, and the grader's
     # warnings to its own output, which `stdout_visibility` keeps for the instructor.
@@ -186,6 +187,10 @@ def to_gradescope(report: GradeReport, *, hidden_visibility: str = HIDDEN_VISIBI
         "extra_data": extra,
         "tests": tests,
     }
+
+
+# The suites' names as a reader sees them (the score table's title, `grader list`, Gradescope's first line).
+SUITES = {"public": N_("public"), "hidden": N_("hidden"), "all": N_("all")}
 
 
 TIER_NOTICES = {  # for the instructor, in results.json's extra_data (docs/gradescope.md, section 2)

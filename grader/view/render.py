@@ -14,11 +14,11 @@ from rich.table import Table
 from rich.text import Text
 
 from grader import markers
-from grader.grade.reports import GradeReport
+from grader.grade.reports import SUITES, GradeReport
 from grader.grade.results import ExerciseStatus
 from grader.grade.scoring import TestResult
 from grader.intake.submission import Submission
-from grader.lang import N_, listed, tr, typeset
+from grader.lang import listed, tr, typeset
 from grader.text import clean
 from grader.view.breaking import Paragraph
 from grader.view.next_step import NextStep, next_step, say_next
@@ -40,8 +40,6 @@ class Marks:
 MARK_SETS = (Marks("✔", "✘", "○", "◐", "·"), Marks("√", "×", "○", "◎", "|"), Marks("PASS", "FAIL", "-", "~", "|"))
 
 
-# The suites' names as a reader sees them (in the score table's title and `grader list`).
-SUITES = {"public": N_("public"), "hidden": N_("hidden"), "all": N_("all")}
 
 
 def marks_for(console: Console) -> Marks:
