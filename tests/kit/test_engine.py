@@ -403,6 +403,21 @@ def test_gradescope_output_names_the_sandbox_and_only_the_instructor_reads_why_b
         assert exercism["sandbox"] == tier
 
 
+
+def test_gradescope_output_reads_in_the_courses_language():
+    """A Chinese autograder's students read its first lines in Chinese, as the feedback below them."""
+    from grader import lang
+
+    report = GradeReport("sub", "all", "cpu", 1.0, torch.__version__, (), sandbox="bubblewrap")
+    lang.use("zh")
+    try:
+        output = to_gradescope(report)["output"]
+    finally:
+        lang.use("en")
+    assert output == "0 / 0 分（全部测试，cpu，沙箱：bubblewrap）", output
+    assert to_gradescope(report)["output"] == "0 / 0 points (all suite, cpu, sandbox: bubblewrap)"
+
+
 def test_exercism_results_name_each_test_its_task_and_the_overall_status():
     mixed = fake_pytest_report(("public", "a", "passed", 1), ("hidden", "b", "failed", 1))
     grade = GradeReport("sub", "all", "cpu", 1.0, torch.__version__, tuple(score(mixed, ["attention"])))
