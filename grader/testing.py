@@ -6,7 +6,7 @@ constant is marked `N_("...")`, and the helpers' `name=`, `what=` and `hint=` ta
 translate themselves (grader.extract finds all of these for the catalog).
 
 The checks live in grader/judge/ (`checks`, `claims`, `expect`, `structure`, `measures`, `dropout`, `rates`,
-`branches`);
+`branches`, and `stacks`, what the encoder's and the decoder's suites share);
 the failures a call into the submission raises in `grader.host.failures`; the capstone's task (shared
 with the worker) in `grader.inside.shared.capstone`.
 """
@@ -25,6 +25,7 @@ from grader.judge.dropout import explained_by_weight_dropout, unexplained_by_wei
 from grader.judge.expect import expect_tensor, expect_tuple, hint_on_crash, hint_suffix
 from grader.judge.measures import Gradients, OpCount, backward, count_ops, fresh_worker
 from grader.judge.rates import expect_dropout
+from grader.judge.stacks import expect_parameters, padding_mask, parameter_problems, randomise_norms, silenced
 from grader.judge.structure import ModuleInfo, describe, expect_structure, load_parameters
 from grader.lang import N_, tr
 
@@ -46,6 +47,7 @@ __all__ = [
     "describe",
     "expect_branch_dropped",
     "expect_dropout",
+    "expect_parameters",
     "expect_structure",
     "expect_tensor",
     "expect_tuple",
@@ -60,8 +62,12 @@ __all__ = [
     "load_parameters",
     "manual_seed",
     "only_match",
+    "padding_mask",
+    "parameter_problems",
     "random_keep_mask",
+    "randomise_norms",
     "shifted",
+    "silenced",
     "tolerance",
     "tr",
     "unexplained_by_weight_dropout",

@@ -23,7 +23,11 @@ from grader.testing import (
     golden,
     hint_suffix,
     load_parameters,
+    padding_mask,
+    parameter_problems,
     random_keep_mask,
+    randomise_norms,
+    silenced,
     tolerance,
     tr,
 )
@@ -39,14 +43,6 @@ OUTPUT = N_("Decoder output")
 def layer_hint():
     """LAYER as a hint of its own, a sentence."""
     return tr("{recipe}.", recipe=tr(LAYER))
-
-
-def randomise_norms(module):
-    """nn.LayerNorm starts at weight 1, bias 0, the same in every norm: draw them apart."""
-    with torch.no_grad():
-        for name, p in module.named_parameters():
-            if "norm" in name:
-                p.copy_((1.0 if name.endswith("weight") else 0.0) + 0.5 * torch.randn_like(p))
 
 
 def pair(impl, ref, device, *, n_layers=2, dropout=0.0):
@@ -78,25 +74,8 @@ def check_golden(m, r, x, memory, src_mask=None, tgt_mask=None, *, name=OUTPUT, 
     assert_close(out, want.to(x.dtype), atol=atol, name=name, hint=hint)
 
 
-def padding(lengths, T, device):
-    """A keep mask (B, 1, 1, T): batch element b keeps its first lengths[b] positions."""
-    return (torch.arange(T) < torch.tensor(lengths)[:, None]).view(len(lengths), 1, 1, T).to(device)
-
-
 def inputs(device, batch=2, T_tgt=T_TGT, T_src=T_SRC):
     return torch.randn(batch, T_tgt, D_MODEL, device=device), torch.randn(batch, T_src, D_MODEL, device=device)
-
-
-def parameter_problems(got, expected):
-    """'' when the names and shapes agree, else what differs, a few names of each kind."""
-    missing = [name for name in expected if name not in got]
-    unexpected = [name for name in got if name not in expected]
-    shapes = [tr("{name} {shape} (expected {expected})", name=name, shape=got[name], expected=shape)
-              for name, shape in expected.items() if got.get(name, shape) != shape]
-    problems = [tr("no parameter {names}", names=missing[:3]) if missing else "",
-                tr("unexpected parameter(s) {names}", names=unexpected[:3]) if unexpected else "",
-                tr("wrong shapes: {shapes}", shapes="; ".join(shapes[:3])) if shapes else ""]
-    return ", ".join(problem for problem in problems if problem)
 
 
 # --- structure ---------------------------------------------------------------------------------
@@ -174,7 +153,7 @@ def keep(shape):
 
 
 def pad(lengths, T):
-    return lambda generator, device: padding(lengths, T, device)
+    return lambda generator, device: padding_mask(lengths, T, device)
 
 
 CASES = {  # n_layers, batch, T_tgt, T_src, src_mask, tgt_mask
@@ -205,7 +184,7 @@ def test_float64_in_float64_out(impl, ref, device, seed):
     m, r = pair(impl, ref, device)
     m.to(torch.float64)
     x, memory = inputs(device)
-    check_golden(m, r, x.double(), memory.double(), padding([6, 4], T_SRC, device),
+    check_golden(m, r, x.double(), memory.double(), padding_mask([6, 4], T_SRC, device),
                  hint="in float64: look for a hard-coded float32 (.float(), dtype=torch.float32) or a tensor made "
                       "without x's dtype.")
 
@@ -253,7 +232,7 @@ def test_cross_attention_reads_keys_and_values_from_memory(impl, ref, device, se
 def test_source_positions_blocked_by_src_mask_change_nothing(impl, ref, device, seed):
     m, _ = pair(impl, ref, device, n_layers=2)
     x, memory = inputs(device, batch=3)
-    src_mask = padding([T_SRC, 4, 2], T_SRC, device)
+    src_mask = padding_mask([T_SRC, 4, 2], T_SRC, device)
     changed = memory.clone()
     changed[1, 4:], changed[2, 2:] = torch.randn(2, D_MODEL, device=device), torch.randn(4, D_MODEL, device=device)
     assert_close(run(m, x, changed, src_mask), run(m, x, memory, src_mask), atol=1e-5,
@@ -303,7 +282,7 @@ def test_final_norm_is_applied_after_the_last_layer(impl, ref, device, seed):
 def test_every_parameter_and_the_memory_get_the_golden_gradient(impl, ref, device, seed):
     m, r = pair(impl, ref, device)
     x, memory = inputs(device)
-    src_mask = padding([T_SRC, 4], T_SRC, device)
+    src_mask = padding_mask([T_SRC, 4], T_SRC, device)
     grad_output = torch.randn(2, T_TGT, D_MODEL, device=device)
 
     def leaves(dtype):  # fresh leaf tensors for each run, so no gradient is shared between them
@@ -384,7 +363,6 @@ def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed, modul
         raise type(failure)(str(failure) + hint_suffix(pass_dropout)) from None
 
 
-SILENCED = ("wo.weight", "w2.weight", "w2.bias")  # each sublayer's last projection
 NAMES = N_("self_attn, cross_attn, feed_forward, residual1 to residual3 (and layers.<i>, norm in Decoder)")
 
 
@@ -399,7 +377,7 @@ def test_dropout_never_touches_the_residual_stream(impl, ref, seed, module):
     training mode, call after call, as in eval mode. A dropout on x itself (a layer's output, the stream
     between layers, after the norm) makes it random."""
     r = built(ref, module, 0.5)
-    weights = {name: torch.zeros_like(p) if name.endswith(SILENCED) else p.detach() for name, p in r.named_parameters()}
+    weights = silenced(r)
     m = built(impl, module, 0.5)
     load_parameters(m, weights, name=module, names_hint=tr(NAMES))
     x = torch.randn(4, 7, D_MODEL)

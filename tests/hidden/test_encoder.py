@@ -23,6 +23,10 @@ from grader.testing import (
     golden,
     hint_suffix,
     load_parameters,
+    padding_mask,
+    parameter_problems,
+    randomise_norms,
+    silenced,
     tolerance,
     tr,
 )
@@ -36,14 +40,6 @@ OUTPUT = N_("Encoder output")
 def layer_hint():
     """LAYER as a hint of its own, a sentence."""
     return tr("{recipe}.", recipe=tr(LAYER))
-
-
-def randomise_norms(module):
-    """nn.LayerNorm starts at weight 1, bias 0, the same in every norm: draw them apart."""
-    with torch.no_grad():
-        for name, p in module.named_parameters():
-            if "norm" in name:
-                p.copy_((1.0 if name.endswith("weight") else 0.0) + 0.5 * torch.randn_like(p))
 
 
 def pair(impl, ref, device, *, n_layers=2, dropout=0.0):
@@ -71,23 +67,6 @@ def check_golden(m, r, x, mask=None, *, name=OUTPUT, hint=None):
     atol = tolerance(r(x.float(), mask), want)
     hint = tr(hint) if hint else layer_hint()
     assert_close(run(m, x, mask, hint=hint), want.to(x.dtype), atol=atol, name=name, hint=hint)
-
-
-def padding(lengths, T, device):
-    """A keep mask (B, 1, 1, T): batch element b keeps its first lengths[b] positions."""
-    return (torch.arange(T) < torch.tensor(lengths)[:, None]).view(len(lengths), 1, 1, T).to(device)
-
-
-def parameter_problems(got, expected):
-    """'' when the names and shapes agree, else what differs, a few names of each kind."""
-    missing = [name for name in expected if name not in got]
-    unexpected = [name for name in got if name not in expected]
-    shapes = [tr("{name} {shape} (expected {expected})", name=name, shape=got[name], expected=shape)
-              for name, shape in expected.items() if got.get(name, shape) != shape]
-    problems = [tr("no parameter {names}", names=missing[:3]) if missing else "",
-                tr("unexpected parameter(s) {names}", names=unexpected[:3]) if unexpected else "",
-                tr("wrong shapes: {shapes}", shapes="; ".join(shapes[:3])) if shapes else ""]
-    return ", ".join(problem for problem in problems if problem)
 
 
 # --- structure ---------------------------------------------------------------------------------
@@ -156,7 +135,7 @@ CASES = {  # n_layers, lengths (padding) or None, batch
 def test_matches_golden(impl, ref, device, seed, n_layers, lengths, batch):
     m, r = pair(impl, ref, device, n_layers=n_layers)
     x = torch.randn(batch, 9, D_MODEL, device=device)
-    check_golden(m, r, x, padding(lengths, 9, device) if lengths else None)
+    check_golden(m, r, x, padding_mask(lengths, 9, device) if lengths else None)
 
 
 @pytest.mark.hint_after("test_matches_golden")  # its hint assumes the plain cases are right
@@ -165,7 +144,7 @@ def test_float64_in_float64_out(impl, ref, device, seed):
     m, r = pair(impl, ref, device)
     m.to(torch.float64)
     x = torch.randn(2, 7, D_MODEL, device=device, dtype=torch.float64)
-    check_golden(m, r, x, padding([7, 5], 7, device),
+    check_golden(m, r, x, padding_mask([7, 5], 7, device),
                  hint="in float64: look for a hard-coded float32 (.float(), dtype=torch.float32) or a tensor made "
                       "without x's dtype.")
 
@@ -174,7 +153,7 @@ def test_float64_in_float64_out(impl, ref, device, seed):
 def test_masked_source_tokens_change_nothing(impl, ref, device, seed):
     m, _ = pair(impl, ref, device, n_layers=3)
     x = torch.randn(3, 9, D_MODEL, device=device)
-    mask = padding([9, 6, 4], 9, device)
+    mask = padding_mask([9, 6, 4], 9, device)
     changed = x.clone()
     changed[1, 6:], changed[2, 4:] = torch.randn(3, D_MODEL, device=device), torch.randn(5, D_MODEL, device=device)
     before, after = run(m, x, mask), run(m, changed, mask)
@@ -206,7 +185,7 @@ def test_final_norm_is_applied_after_the_last_layer(impl, ref, device, seed):
 def test_every_parameter_gets_the_golden_gradient(impl, ref, device, seed):
     m, r = pair(impl, ref, device, n_layers=2)
     x = torch.randn(2, 7, D_MODEL, device=device)
-    mask = padding([7, 5], 7, device)
+    mask = padding_mask([7, 5], 7, device)
     grad_output = torch.randn(2, 7, D_MODEL, device=device)
     with float64(r):
         golden_grads = backward(r, x.double().requires_grad_(True), mask, grad_output=grad_output.double())
@@ -279,7 +258,6 @@ def test_every_dropout_drops_with_the_probability_it_was_given(impl, seed, modul
         raise type(failure)(str(failure) + hint_suffix(pass_dropout)) from None
 
 
-SILENCED = ("wo.weight", "w2.weight", "w2.bias")  # each sublayer's last projection
 NAMES = N_("self_attn, feed_forward, residual1, residual2 (and layers.<i>, norm in Encoder)")
 
 
@@ -294,7 +272,7 @@ def test_dropout_never_touches_the_residual_stream(impl, ref, seed, module):
     training mode, call after call, as in eval mode. A dropout on x itself (a layer's output, the stream
     between layers, after the norm) makes it random."""
     r = built(ref, module, 0.5)
-    weights = {name: torch.zeros_like(p) if name.endswith(SILENCED) else p.detach() for name, p in r.named_parameters()}
+    weights = silenced(r)
     m = built(impl, module, 0.5)
     load_parameters(m, weights, name=module, names_hint=tr(NAMES))
     x = torch.randn(4, 7, D_MODEL)

@@ -15,9 +15,11 @@ from grader.testing import (
     assert_close,
     describe,
     expect_dropout,
+    expect_parameters,
     expect_tensor,
     hint_suffix,
     load_parameters,
+    padding_mask,
     tr,
 )
 
@@ -40,20 +42,6 @@ def layer_parameters(prefix=""):
     return {prefix + name: shape for name, shape in shapes.items()}
 
 
-def check_parameters(module, expected, what, *, hint):
-    got = {name: p["shape"] for name, p in describe(module).parameters.items()}
-    missing = [name for name in expected if name not in got]
-    unexpected = [name for name in got if name not in expected]
-    shapes = [tr("{name} {shape} (expected {expected})", name=name, shape=got[name], expected=expected[name])
-              for name in expected if got.get(name, expected[name]) != expected[name]]
-    if missing or unexpected or shapes:
-        problems = [tr("no parameter {names}", names=missing[:3]) if missing else "",
-                    tr("unexpected parameter(s) {names}", names=unexpected[:3]) if unexpected else "",
-                    tr("wrong shapes: {shapes}", shapes="; ".join(shapes[:3])) if shapes else ""]
-        raise AssertionError(tr("{what} has {problems}.", what=what, problems=", ".join(p for p in problems if p))
-                             + hint_suffix(tr(hint)))
-
-
 def run(module, *args, what="Decoder", **kwargs):
     try:
         return expect_tensor(module(*args, **kwargs), name=tr("{what} output", what=what))
@@ -65,11 +53,6 @@ def decoder(impl, device, n_layers=2):
     return impl.decoder.Decoder(n_layers, D_MODEL, N_HEADS, D_FF, max_seq_len=MAX_SEQ_LEN).to(device).eval()
 
 
-def padding(lengths, T, device):
-    """A keep mask (B, 1, 1, T): batch element b keeps its first lengths[b] positions."""
-    return (torch.arange(T) < torch.tensor(lengths)[:, None]).view(len(lengths), 1, 1, T).to(device)
-
-
 def inputs(device, batch=2):
     return torch.randn(batch, T_TGT, D_MODEL, device=device), torch.randn(batch, T_SRC, D_MODEL, device=device)
 
@@ -78,9 +61,9 @@ def inputs(device, batch=2):
 @pytest.mark.points(1)
 def test_decoder_layer_has_the_contract_sublayers(impl):
     layer = impl.decoder.DecoderLayer(D_MODEL, N_HEADS, D_FF, max_seq_len=MAX_SEQ_LEN)
-    check_parameters(layer, layer_parameters(), "DecoderLayer(16, 4, 32)",
-                     hint="self_attn and cross_attn = MultiHeadAttention(ModelArgs(...)), feed_forward = FeedForward, "
-                     "residual1, residual2, residual3 = ResidualConnection.")
+    expect_parameters(layer, layer_parameters(), "DecoderLayer(16, 4, 32)",
+                      hint="self_attn and cross_attn = MultiHeadAttention(ModelArgs(...)), feed_forward = FeedForward, "
+                      "residual1, residual2, residual3 = ResidualConnection.")
     buffers = describe(layer).buffers
     assert "self_attn.mask" in buffers, (
         tr("DecoderLayer.self_attn has no causal mask buffer: the decoder must not see the target tokens it is to "
@@ -110,8 +93,8 @@ def test_decoder_has_its_own_weights_in_every_layer_and_a_final_norm(impl):
                "sharing one set of weights.")
             + hint_suffix(tr("[DecoderLayer(...)] * n_layers repeats one layer; build a new one for each."))
         )
-    check_parameters(m, expected, "Decoder(3, 16, 4, 32)",
-                     hint="layers = nn.ModuleList of n_layers DecoderLayers, norm = nn.LayerNorm(d_model).")
+    expect_parameters(m, expected, "Decoder(3, 16, 4, 32)",
+                      hint="layers = nn.ModuleList of n_layers DecoderLayers, norm = nn.LayerNorm(d_model).")
 
 
 @pytest.mark.points(1)
@@ -161,7 +144,7 @@ def test_memory_is_read_at_every_position(impl, device, seed):
 def test_masked_source_positions_are_never_read(impl, device, seed):
     m = decoder(impl, device)
     x, memory = inputs(device)
-    src_mask = padding([T_SRC, 3], T_SRC, device)
+    src_mask = padding_mask([T_SRC, 3], T_SRC, device)
     changed = memory.clone()
     changed[1, 3:] = torch.randn(T_SRC - 3, D_MODEL, device=device)  # only memory blocked by src_mask
     assert_close(run(m, x, changed, src_mask), run(m, x, memory, src_mask), atol=1e-5,
@@ -212,7 +195,7 @@ def test_layer_with_uniform_cross_attention_adds_the_mean_of_kept_memory(impl, d
     }
     load_parameters(layer, weights, name="DecoderLayer", names_hint=tr("use the names of the docstring"))
     x, memory = inputs(device)
-    src_mask = padding([T_SRC, 4], T_SRC, device)
+    src_mask = padding_mask([T_SRC, 4], T_SRC, device)
     expected = x + torch.stack([memory[0].mean(0), memory[1, :4].mean(0)])[:, None, :]
     assert_close(run(layer, x, memory, src_mask, what="DecoderLayer"), expected, atol=1e-5,
                  name="DecoderLayer output with only cross-attention left, all its scores 0 and wv = wo = I",
@@ -289,7 +272,7 @@ def test_in_training_mode_it_is_its_parts_draw_for_draw(impl, seed, module):
     dropout draw is then a part's. A dropout of its own anywhere (on x, the memory, a query, a sublayer's output,
     between layers) draws more, and the outputs part."""
     m = built(impl, module, 0.3).train()
-    (x, memory), src_mask, tgt_mask = inputs("cpu", batch=3), padding([T_SRC, 3, 1], T_SRC, "cpu"), None
+    (x, memory), src_mask, tgt_mask = inputs("cpu", batch=3), padding_mask([T_SRC, 3, 1], T_SRC, "cpu"), None
     impl.torch.manual_seed(0)
     whole = run(m, x, memory, src_mask, tgt_mask, what=module)
     impl.torch.manual_seed(0)

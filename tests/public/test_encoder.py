@@ -15,9 +15,11 @@ from grader.testing import (
     assert_close,
     describe,
     expect_dropout,
+    expect_parameters,
     expect_tensor,
     hint_suffix,
     load_parameters,
+    padding_mask,
     tolerance,
     tr,
 )
@@ -37,20 +39,6 @@ def layer_parameters(prefix=""):
     return {prefix + name: shape for name, shape in shapes.items()}
 
 
-def check_parameters(module, expected, what, *, hint):
-    got = {name: p["shape"] for name, p in describe(module).parameters.items()}
-    missing = [name for name in expected if name not in got]
-    unexpected = [name for name in got if name not in expected]
-    shapes = [tr("{name} {shape} (expected {expected})", name=name, shape=got[name], expected=expected[name])
-              for name in expected if got.get(name, expected[name]) != expected[name]]
-    if missing or unexpected or shapes:
-        problems = [tr("no parameter {names}", names=missing[:3]) if missing else "",
-                    tr("unexpected parameter(s) {names}", names=unexpected[:3]) if unexpected else "",
-                    tr("wrong shapes: {shapes}", shapes="; ".join(shapes[:3])) if shapes else ""]
-        raise AssertionError(tr("{what} has {problems}.", what=what, problems=", ".join(p for p in problems if p))
-                             + hint_suffix(tr(hint)))
-
-
 def run(module, *args, what="Encoder", **kwargs):
     try:
         return expect_tensor(module(*args, **kwargs), name=tr("{what} output", what=what))
@@ -62,19 +50,14 @@ def encoder(impl, device, n_layers=2):
     return impl.encoder.Encoder(n_layers, D_MODEL, N_HEADS, D_FF).to(device).eval()
 
 
-def padding(lengths, T, device):
-    """A keep mask (B, 1, 1, T): batch element b keeps its first lengths[b] positions."""
-    return (torch.arange(T) < torch.tensor(lengths)[:, None]).view(len(lengths), 1, 1, T).to(device)
-
-
 @pytest.mark.confirmed_by("test_layer_with_silent_attention_adds_the_feed_forward_of_norm_x")
 @pytest.mark.points(1)
 def test_encoder_layer_has_the_contract_sublayers(impl):
     layer = impl.encoder.EncoderLayer(D_MODEL, N_HEADS, D_FF)
-    check_parameters(layer, layer_parameters(), "EncoderLayer(16, 4, 32)",
-                     hint="self_attn = MultiHeadAttention(ModelArgs(dim=d_model, n_heads=n_heads, dropout=dropout)), "
-                     "feed_forward = FeedForward(d_model, d_ff, dropout), residual1 and residual2 = "
-                     "ResidualConnection(d_model, dropout).")
+    expect_parameters(layer, layer_parameters(), "EncoderLayer(16, 4, 32)",
+                      hint="self_attn = MultiHeadAttention(ModelArgs(dim=d_model, n_heads=n_heads, dropout=dropout)), "
+                      "feed_forward = FeedForward(d_model, d_ff, dropout), residual1 and residual2 = "
+                      "ResidualConnection(d_model, dropout).")
     info = describe(layer)
     assert "self_attn.mask" not in info.buffers, tr(
         "EncoderLayer.self_attn has a causal mask: the encoder sees the whole source, so build it with "
@@ -95,8 +78,8 @@ def test_encoder_has_its_own_weights_in_every_layer_and_a_final_norm(impl):
             + hint_suffix(tr("[EncoderLayer(...)] * n_layers repeats one layer; build a new one for each: "
                              "nn.ModuleList(EncoderLayer(...) for _ in range(n_layers))."))
         )
-    check_parameters(m, expected, "Encoder(3, 16, 4, 32)",
-                     hint="layers = nn.ModuleList of n_layers EncoderLayers, norm = nn.LayerNorm(d_model).")
+    expect_parameters(m, expected, "Encoder(3, 16, 4, 32)",
+                      hint="layers = nn.ModuleList of n_layers EncoderLayers, norm = nn.LayerNorm(d_model).")
 
 
 @pytest.mark.points(1)
@@ -163,7 +146,7 @@ def test_padding_is_never_attended(impl, device, seed):
     m = encoder(impl, device, n_layers=2)
     x = torch.randn(2, 8, D_MODEL, device=device)
     lengths = [8, 5]
-    mask = padding(lengths, 8, device)
+    mask = padding_mask(lengths, 8, device)
     changed = x.clone()
     changed[1, 5:] = torch.randn(3, D_MODEL, device=device)  # only the padding of batch element 1
     before, after = run(m, x, mask), run(m, changed, mask)
@@ -225,7 +208,7 @@ def test_in_training_mode_it_is_its_parts_draw_for_draw(impl, seed, module):
     then norm: every dropout draw is then a part's. A dropout of its own anywhere (on x, a query or key, the
     attention output, between layers) draws more, and the outputs part."""
     m = built(impl, module, 0.3).train()
-    x, mask = torch.randn(3, 7, D_MODEL), padding([7, 4, 2], 7, "cpu")
+    x, mask = torch.randn(3, 7, D_MODEL), padding_mask([7, 4, 2], 7, "cpu")
     impl.torch.manual_seed(0)
     whole = run(m, x, mask, what=module)
     impl.torch.manual_seed(0)
