@@ -349,20 +349,19 @@ def test_greedy_decode_agrees_with_the_reference(impl, ref, device, seed):
 
 # --- the capstone: it must learn ---------------------------------------------------------------
 
-# The kit's task (grader/capstone.py): copy a sequence through a code table drawn for each grading (a derangement of
-# the data tokens, so echoing the source scores 0). Training stops once the mean loss of 20 steps is under
-# `stop_below`: a correct model is graded as soon as it has learned, however slowly it starts, and only a model that
-# never learns pays for the whole budget (4000 steps, about 10 s on one core). Initialisation is not part of the
-# contract, so the settings are calibrated to the slowest correct styles: tests/kit/test_capstone_styles.py trains
-# each correct transformer.py of tests/kit on 20 task draws (`benchmarks/grading_time.py --capstone-only` prints the
-# steps and accuracy per draw). Measured on draws 0-19, steps to the stop and the worst share of fresh sequences
-# decoded: the reference 180-280 steps (0.6 s), 93%; nanoGPT's and Hugging Face's N(0, 0.02) weights, whose
-# embeddings are small beside the positions, 120-190, 92%; Xavier everywhere 350-480, 91%; nn.Embedding's own
-# N(0, 1), which drowns the positions, 1480-1830, 93%. What the settings were chosen against: with d_model 16 the
-# N(0, 0.02) styles stall on some draws (a loss near 1.7 after 3000 steps, at learning rates from 1e-3 to 1e-2);
-# a stop at 0.02 leaves some styles decoding 87%, at 0.05 80%; a larger learning rate helps the N(0, 1) style little
-# (1100 steps at 8e-3). One layer per stack learns the task as surely as two, in half the time; the golden tests
-# check the stacking with two.
+# The kit's task (grader/inside/shared/capstone.py): copy a sequence through a code table drawn for each grading (a
+# derangement of the data tokens, so echoing the source scores 0). Training stops once the mean loss of 20 steps is
+# under `stop_below`: a correct model is graded as soon as it has learned, however slowly it starts, and only a model
+# that never learns pays for the whole budget (4000 steps, about 10 s on one core). Initialisation is not part of the
+# contract, so the settings are calibrated to the slowest correct styles: tests/kit/test_capstone_styles.py trains each
+# correct transformer.py of tests/kit on 20 task draws (`benchmarks/grading_time.py --capstone-only` prints the steps
+# and accuracy per draw). Measured on draws 0-19, steps to the stop and the worst share of fresh sequences decoded: the
+# reference 180-280 steps (0.6 s), 93%; nanoGPT's and Hugging Face's N(0, 0.02) weights, whose embeddings are small
+# beside the positions, 120-190, 92%; Xavier everywhere 350-480, 91%; nn.Embedding's own N(0, 1), which drowns the
+# positions, 1480-1830, 93%. What the settings were chosen against: with d_model 16 the N(0, 0.02) styles stall on some
+# draws (a loss near 1.7 after 3000 steps, at learning rates from 1e-3 to 1e-2); a stop at 0.02 leaves some styles
+# decoding 87%, at 0.05 80%; a larger learning rate helps the N(0, 1) style little (1100 steps at 8e-3). One layer per
+# stack learns the task as surely as two, in half the time; the golden tests check the stacking with two.
 COPY = {"vocab": 10, "length": 6, "steps": 4000, "batch": 32, "lr": 5e-3, "stop_below": 0.01, "warmup": 10}
 SIZES = {"d_model": 32, "n_heads": 2, "n_layers": 1, "d_ff": 128, "dropout": 0.0, "max_seq_len": 16}
 TRAIN_SEED, N_TEST = 0, 200
