@@ -4,9 +4,9 @@ Initialisation is not part of the contract: a correct Transformer may start from
 embeddings, nn.Embedding's N(0, 1), Xavier everywhere, or nanoGPT's and Hugging Face's N(0, 0.02). Each correct
 style of transformer.py in tests/kit is trained here with the hidden test's own settings and task draws
 (tests/hidden/test_transformer.py: COPY, SIZES, draw_task) on 20 draws (the slowest style on 8; a style that trains
-loss for loss as the reference does on its first draw is the reference's on all), in this process: what is calibrated is the
-task and its step budget, not the sandbox, which the catalogue's gradings cross. The training loop and the decoding
-are the ones the grading runs (grader/inside/shared/capstone.py).
+loss for loss as the reference does on its first draw is the reference's on all), in this process: what is
+calibrated is the task and its step budget, not the sandbox, which the catalogue's gradings cross. The training loop
+and the decoding are the ones the grading runs (grader/inside/shared/capstone.py).
 """
 
 from __future__ import annotations
