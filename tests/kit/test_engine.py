@@ -636,3 +636,27 @@ def test_a_folder_and_its_zip_are_graded_from_the_same_files(tmp_path):
     for name in SUBMISSION_FILES:
         (folder / "exercises" / name).write_text("# chosen\n")
     assert load(folder).files["attention.py"] == b"# chosen\n"  # as full as sub/, and named exercises/
+
+
+def test_the_classroom_job_summary_reads_in_the_courses_language():
+    """The release workflow's job summary and Classroom's points (grader/view/classroom.py): Chinese in a Chinese
+    course, the same table in English; a report graded without isolation gives Classroom nothing."""
+    from grader import lang
+    from grader.view import classroom
+
+    report = {"score": 7.5, "max_score": 10, "suite": "public", "sandbox": "bubblewrap", "torch": "2.13.0+cpu",
+              "exercises": [{"id": "attention", "score": 7.5, "max_score": 10, "files": ["attention.py"],
+                             "tests": [{"outcome": "passed"}, {"outcome": "failed"}], "blocked_by": []}]}
+    english = classroom.summary(report)
+    assert english.startswith("### 7.5 / 10 points\n\n| exercise | points | tests passed | blocked by |\n"), english
+    assert "| attention | 7.5 / 10 | 1 / 2 |  |\n" in english and "public suite, sandbox: bubblewrap" in english
+    lang.use("zh")
+    try:
+        chinese, points = classroom.summary(report), classroom.result(report)
+        unisolated = classroom.summary({**report, "sandbox": "none"})
+    finally:
+        lang.use("en")
+    assert chinese.startswith("### 7.5 / 10 分\n\n| 练习 | 得分 | 通过的测试 | 受阻于 |\n"), chinese
+    assert "公开测试" in chinese, chinese
+    assert points["tests"][0]["message"] == "7.5 / 10 分" and points["tests"][0]["score"] == 7.5, points
+    assert "没有交给 GitHub Classroom" in unisolated and classroom.result({**report, "sandbox": "none"}) is None
