@@ -37,7 +37,6 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grader import lang
@@ -45,6 +44,7 @@ from grader.batch import records
 from grader.batch.dask_client import ClusterError, connect, ready
 from grader.batch.dask_worker import STARTED, SlotPlugin, describe, fingerprint, grade_on_worker, kit_version
 from grader.batch.jobs import Entry, Isolation, Job, Outcome, Result, Status
+from grader.batch.plan import Plan
 from grader.grade.selection import Selection
 from grader.intake.submission import SubmissionInputError, load
 from grader.lang import tr
@@ -72,11 +72,13 @@ class Graded:
     report: dict[str, Any] | None
 
 
-def run(address: str, todo: list[Entry], results: dict[str, Result], out: Path, selection: Selection,
-        keys: dict[str, str], *, timeout_s: float, device: str, on_result: Callable[[Result], None] | None,
-        isolation: Isolation, say: Callable[[str], None], insecure: bool = False, salt: str = "") -> None:
-    """Grade `todo` on a Dask cluster: intake here, grading on its workers, each report written here as it comes."""
-    ready(address, insecure=insecure)
+def run(plan: Plan, todo: list[Entry], results: dict[str, Result], keys: dict[str, str], *,
+        on_result: Callable[[Result], None] | None, say: Callable[[str], None]) -> None:
+    """Grade `todo` on the Dask cluster at `plan.cluster`: intake here, grading on its workers, each report written
+    here as it comes."""
+    assert plan.cluster is not None
+    address, selection, out, device = plan.cluster, plan.selection, plan.out, plan.device
+    ready(address, insecure=plan.insecure_cluster)
 
     def record(result: Result) -> None:
         results[result.id] = result
@@ -92,8 +94,8 @@ def run(address: str, todo: list[Entry], results: dict[str, Result], out: Path, 
             record(records.recorded(entry, selection, keys[entry.id], Outcome(Status.REFUSED, str(error)), None, out,
                              device))
             continue
-        jobs[entry.id] = Job(str(path), "", list(selection.exercises), selection.suite, timeout_s, isolation,
-                             intake=loaded.to_json(), salt=salt)
+        jobs[entry.id] = Job(str(path), "", list(selection.exercises), selection.suite, plan.timeout_s,
+                             plan.isolation, intake=loaded.to_json(), salt=plan.salt)
     if not jobs:
         return
     by_id = {entry.id: entry for entry in todo}
@@ -102,8 +104,8 @@ def run(address: str, todo: list[Entry], results: dict[str, Result], out: Path, 
         record(records.recorded(by_id[submission_id], selection, keys[submission_id], answer.outcome, answer.report,
                                 out, device))
 
-    with connect(address, insecure=insecure) as client:
-        grade(client, jobs, selection, device, isolation, on_graded=graded, say=say)
+    with connect(address, insecure=plan.insecure_cluster) as client:
+        grade(client, jobs, selection, device, plan.isolation, on_graded=graded, say=say)
 
 
 def grade(client: Client, jobs: dict[str, Job], selection: Selection, device: str, isolation: Isolation,

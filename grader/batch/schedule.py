@@ -20,7 +20,8 @@ from pathlib import Path
 
 from grader import lang
 from grader.batch import class_report, records
-from grader.batch.jobs import RESERVED_IDS, Entry, Isolation, Job, Result, Status
+from grader.batch.jobs import RESERVED_IDS, Entry, Job, Result, Status
+from grader.batch.plan import Plan
 from grader.batch.slot_process import Slot
 from grader.batch.summary import summarise, write_grades_csv
 from grader.grade.selection import Selection
@@ -86,28 +87,14 @@ def key(entry: Entry, selection: Selection, salt: str = "") -> str:
     return digest.hexdigest()
 
 
-def run(
-    entries: list[Entry],
-    out: Path,
-    selection: Selection,
-    *,
-    jobs: int,
-    timeout_s: float,
-    device: str,
-    force: bool = False,
-    on_result: Callable[[Result], None] | None = None,
-    isolation: Isolation | None = None,
-    cluster: str | None = None,
-    insecure_cluster: bool = False,
-    say: Callable[[str], None] = print,
-    salt: str = "",
-) -> list[Result]:
-    """Grade every entry not already done; returns one Result per entry, in entry order.
+def run(entries: list[Entry], plan: Plan, *, on_result: Callable[[Result], None] | None = None,
+        say: Callable[[str], None] = print) -> list[Result]:
+    """Grade every entry not already done, as `plan` says; returns one Result per entry, in entry order.
 
-    `isolation` goes to every slot with each job. With `cluster` (a Dask scheduler's address, or local:N), the
-    slots are the cluster's (`grader.batch.cluster`) and `say` tells of each worker it refuses; a scheduler's address
-    without TLS is refused unless `insecure_cluster` (--insecure-cluster). `salt` goes into every grading's seed.
+    With `plan.cluster` (a Dask scheduler's address, or local:N), the slots are the cluster's (`grader.batch.cluster`)
+    and `say` tells of each worker it refuses.
     """
+    out, selection = plan.out, plan.selection
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob(".partial-*"):  # left by a batch that was killed: its reports never landed
         shutil.rmtree(stale, ignore_errors=True)
@@ -115,25 +102,23 @@ def run(
         say(plural(len(gone), N_("grader: the report of {ids}, no longer among the submissions, was moved to {aside}"),
                    N_("grader: the reports of {count} submissions no longer among them were moved to {aside}: {ids}"),
                    ids=", ".join(gone), aside=str(out / records.REMOVED_FOLDER)))
-    keys = {entry.id: key(entry, selection, salt) for entry in entries}
+    keys = {entry.id: key(entry, selection, plan.salt) for entry in entries}
     results: dict[str, Result] = {}
     todo = []
     for entry in entries:
         done = records.read(out / f"{entry.id}.json")
         # "failed" means the grader broke, not the submission: try those again.
-        if not force and done and done.get("key") == keys[entry.id] and done.get("status") != "failed":
+        if not plan.force and done and done.get("key") == keys[entry.id] and done.get("status") != "failed":
             results[entry.id] = Result(entry.id, Status.SKIPPED, done)
         else:
             todo.append(entry)
     for result in results.values():
         if on_result:
             on_result(result)
-    if cluster is not None:
+    if plan.cluster is not None:
         from grader.batch import cluster as dask_cluster
 
-        dask_cluster.run(cluster, todo, results, out, selection, keys, timeout_s=timeout_s, device=device,
-                         on_result=on_result, isolation=isolation or Isolation(), say=say, insecure=insecure_cluster,
-                         salt=salt)
+        dask_cluster.run(plan, todo, results, keys, on_result=on_result, say=say)
         return _finish(entries, results, out, selection)
     # Every slot stages its submissions under one folder of this batch's, removed when the batch ends
     # however it ends, so that no student's files stay on disk after it.
@@ -141,16 +126,14 @@ def run(
     stage_dir = Path(tempfile.mkdtemp(prefix=f"grader-batch-{os.getpid()}-"))
     stage_dir.chmod(0o711)  # crossed, never listed, by bubblewrap running as uid 65534
     try:
-        return _run_slots(entries, todo, results, out, selection, keys, stage_dir, jobs=jobs, timeout_s=timeout_s,
-                          device=device, on_result=on_result, isolation=isolation or Isolation(), salt=salt)
+        return _run_slots(entries, todo, results, keys, stage_dir, plan, on_result=on_result)
     finally:
         shutil.rmtree(stage_dir, ignore_errors=True)
 
 
-def _run_slots(entries: list[Entry], todo: list[Entry], results: dict[str, Result], out: Path, selection: Selection,
-               keys: dict[str, str], stage_dir: Path, *, jobs: int, timeout_s: float, device: str,
-               on_result: Callable[[Result], None] | None, isolation: Isolation, salt: str) -> list[Result]:
-    started = [Slot(device, stage_dir) for _ in range(min(max(1, jobs), max(1, len(todo))))]
+def _run_slots(entries: list[Entry], todo: list[Entry], results: dict[str, Result], keys: dict[str, str],
+               stage_dir: Path, plan: Plan, *, on_result: Callable[[Result], None] | None) -> list[Result]:
+    started = [Slot(plan.device, stage_dir) for _ in range(min(max(1, plan.jobs), max(1, len(todo))))]
     slots: queue.Queue[Slot] = queue.Queue()
     for slot in started:
         slots.put(slot)
@@ -158,11 +141,11 @@ def _run_slots(entries: list[Entry], todo: list[Entry], results: dict[str, Resul
     def grade(entry: Entry) -> Result:
         slot = slots.get()
         try:
-            return _grade(slot, entry, out, selection, keys[entry.id], timeout_s, device, isolation, salt)
+            return _grade(slot, entry, plan, keys[entry.id])
         finally:
             slots.put(slot)
 
-    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    pool = ThreadPoolExecutor(max_workers=max(1, plan.jobs))
     try:
         for future in as_completed([pool.submit(grade, entry) for entry in todo]):
             result = future.result()
@@ -174,7 +157,7 @@ def _run_slots(entries: list[Entry], todo: list[Entry], results: dict[str, Resul
         pool.shutdown(wait=False, cancel_futures=True)
         for slot in started:
             slot.close()
-    return _finish(entries, results, out, selection)
+    return _finish(entries, results, plan.out, plan.selection)
 
 
 def _finish(entries: list[Entry], results: dict[str, Result], out: Path, selection: Selection) -> list[Result]:
@@ -187,14 +170,14 @@ def _finish(entries: list[Entry], results: dict[str, Result], out: Path, selecti
     return ordered
 
 
-def _grade(slot: Slot, entry: Entry, out: Path, selection: Selection, report_key: str, timeout_s: float,
-           device: str, isolation: Isolation, salt: str) -> Result:
-    partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=out.resolve())) / "report.json"
-    job = Job(str(entry.path.resolve()), str(partial), list(selection.exercises), selection.suite, timeout_s,
-              isolation, salt=salt)
+def _grade(slot: Slot, entry: Entry, plan: Plan, report_key: str) -> Result:
+    selection = plan.selection
+    partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=plan.out.resolve())) / "report.json"
+    job = Job(str(entry.path.resolve()), str(partial), list(selection.exercises), selection.suite, plan.timeout_s,
+              plan.isolation, salt=plan.salt)
     try:
-        outcome = slot.grade(job, timeout_s=timeout_s + 60)
+        outcome = slot.grade(job, timeout_s=plan.timeout_s + 60)
         report = records.read(partial) if outcome.status == Status.GRADED else None
     finally:
         shutil.rmtree(partial.parent, ignore_errors=True)
-    return records.recorded(entry, selection, report_key, outcome, report, out, device)
+    return records.recorded(entry, selection, report_key, outcome, report, plan.out, plan.device)

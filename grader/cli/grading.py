@@ -122,6 +122,9 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
         die(tr("no sub-folders, .zip files or notebooks in {path}", path=repr(str(args.submissions))))
     if args.out.exists() and not args.out.is_dir():
         die(tr("--out {path} exists and is not a folder", path=repr(str(args.out))))
+    plan = batch.Plan(args.out, selection, args.device, args.timeout, jobs=args.jobs, force=args.force,
+                      isolation=isolation, cluster=args.cluster, insecure_cluster=args.insecure_cluster,
+                      salt=os.environ.get(seeds.SALT_VARIABLE, ""))
     counts = {"done": 0, "not graded": 0, "skipped": 0}
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[counts]}"))
@@ -137,10 +140,7 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
             progress.console.print(line, soft_wrap=True, markup=False, highlight=False)
 
         try:
-            results = batch.run(entries, args.out, selection, jobs=args.jobs, timeout_s=args.timeout,
-                                device=args.device, force=args.force, on_result=on_result, isolation=isolation,
-                                cluster=args.cluster, insecure_cluster=args.insecure_cluster, say=say,
-                                salt=os.environ.get(seeds.SALT_VARIABLE, ""))
+            results = batch.run(entries, plan, on_result=on_result, say=say)
         except dask_client.ClusterError as error:
             die(str(error))
         except cluster.ClusterLost:

@@ -193,6 +193,7 @@ def test_workers_killed_while_grading_lose_nothing_and_a_worker_with_another_kit
     import dask.config
 
     from grader.batch import schedule
+    from grader.batch.plan import Plan
     from grader.grade.selection import select
 
     _, reference = batch_reference
@@ -210,8 +211,8 @@ def test_workers_killed_while_grading_lose_nothing_and_a_worker_with_another_kit
     reported: list[str] = []
     try:
         with dask.config.set(cluster.client_config):  # the batch's certificate, where Dask's configuration says
-            results = schedule.run(schedule.discover(batch_class), out, select(None, "public"), jobs=2,
-                                   timeout_s=600, device="auto", cluster=cluster.address, say=said.append,
+            plan = Plan(out, select(None, "public"), "auto", 600, jobs=2, cluster=cluster.address)
+            results = schedule.run(schedule.discover(batch_class), plan, say=said.append,
                                    on_result=lambda result: reported.append(result.id))
     finally:
         killer.done.set()

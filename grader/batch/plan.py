@@ -1,0 +1,34 @@
+"""`Plan`: a batch's fixed options, built once from the command line (`grader batch`) and handed down to the schedule,
+its local slots and the Dask cluster, in place of a parameter each.
+
+Next to `jobs` at the bottom of batch/: it imports none of batch's other modules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.batch.jobs import Isolation
+from grader.grade.selection import Selection
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What every submission of a batch is graded with, and where its reports go.
+
+    `jobs` local slots grade at once, unless `cluster` names a Dask scheduler (an address, or local:N) whose workers
+    grade instead; a scheduler's address without TLS is refused unless `insecure_cluster` (--insecure-cluster).
+    `isolation` goes to every slot with each job; `salt` (GRADER_SALT) goes into every grading's seed; `force`
+    grades again what an earlier run of the batch graded with the same key.
+    """
+
+    out: Path
+    selection: Selection
+    device: str
+    timeout_s: float
+    jobs: int = 1
+    force: bool = False
+    isolation: Isolation = field(default_factory=Isolation)
+    cluster: str | None = None
+    insecure_cluster: bool = False
+    salt: str = ""
