@@ -72,18 +72,13 @@ class Graded:
     report: dict[str, Any] | None
 
 
-def run(plan: Plan, todo: list[Entry], results: dict[str, Result], keys: dict[str, str], *,
-        on_result: Callable[[Result], None] | None, say: Callable[[str], None]) -> None:
-    """Grade `todo` on the Dask cluster at `plan.cluster`: intake here, grading on its workers, each report written
-    here as it comes."""
+def run(plan: Plan, todo: list[Entry], keys: dict[str, str], record: Callable[[Result], None],
+        say: Callable[[str], None]) -> None:
+    """Grade `todo` on the Dask cluster at `plan.cluster` (the `GradeAll` of a batch with --cluster): intake here,
+    grading on its workers, each report written here and recorded as it comes."""
     assert plan.cluster is not None
     address, selection, out, device = plan.cluster, plan.selection, plan.out, plan.device
     ready(address, insecure=plan.insecure_cluster)
-
-    def record(result: Result) -> None:
-        results[result.id] = result
-        if on_result:
-            on_result(result)
 
     jobs = {}
     for entry in todo:

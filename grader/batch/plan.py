@@ -1,14 +1,17 @@
 """`Plan`: a batch's fixed options, built once from the command line (`grader batch`) and handed down to the schedule,
-its local slots and the Dask cluster, in place of a parameter each.
+its local slots and the Dask cluster, in place of a parameter each; `GradeAll`: how the schedule has its submissions
+graded by either.
 
 Next to `jobs` at the bottom of batch/: it imports none of batch's other modules."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
-from grader.batch.jobs import Isolation
+from grader.batch.jobs import Entry, Isolation, Result
 from grader.grade.selection import Selection
 
 
@@ -32,3 +35,13 @@ class Plan:
     cluster: str | None = None
     insecure_cluster: bool = False
     salt: str = ""
+
+
+class GradeAll(Protocol):
+    """What grades a batch's submissions for the schedule: its local slots (`schedule`) or a Dask cluster's workers
+    (`cluster.run`). It grades every entry of `todo` as `plan` says, writes its DIR/<id>.json under the key `keys`
+    gives it, and calls `record` with its Result, once per entry, as each is done; `say` tells the instructor what
+    the batch should know (a worker refused, a worker lost)."""
+
+    def __call__(self, plan: Plan, todo: list[Entry], keys: dict[str, str], record: Callable[[Result], None],
+                 say: Callable[[str], None]) -> None: ...

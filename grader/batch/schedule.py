@@ -21,7 +21,7 @@ from pathlib import Path
 from grader import lang
 from grader.batch import class_report, records
 from grader.batch.jobs import RESERVED_IDS, Entry, Job, Result, Status
-from grader.batch.plan import Plan
+from grader.batch.plan import GradeAll, Plan
 from grader.batch.slot_process import Slot
 from grader.batch.summary import summarise, write_grades_csv
 from grader.grade.selection import Selection
@@ -112,27 +112,38 @@ def run(entries: list[Entry], plan: Plan, *, on_result: Callable[[Result], None]
             results[entry.id] = Result(entry.id, Status.SKIPPED, done)
         else:
             todo.append(entry)
-    for result in results.values():
+    def record(result: Result) -> None:
+        results[result.id] = result
         if on_result:
             on_result(result)
+
+    for result in list(results.values()):
+        record(result)
+    grade_all: GradeAll = _on_slots
     if plan.cluster is not None:
         from grader.batch import cluster as dask_cluster
 
-        dask_cluster.run(plan, todo, results, keys, on_result=on_result, say=say)
-        return _finish(entries, results, out, selection)
+        grade_all = dask_cluster.run
+    grade_all(plan, todo, keys, record, say)
+    return _finish(entries, results, out, selection)
+
+
+def _on_slots(plan: Plan, todo: list[Entry], keys: dict[str, str], record: Callable[[Result], None],
+              say: Callable[[str], None]) -> None:
+    """Grade `todo` on `plan.jobs` local slots (the `GradeAll` of a batch without --cluster)."""
     # Every slot stages its submissions under one folder of this batch's, removed when the batch ends
     # however it ends, so that no student's files stay on disk after it.
     remove_stale_stages()
     stage_dir = Path(tempfile.mkdtemp(prefix=f"grader-batch-{os.getpid()}-"))
     stage_dir.chmod(0o711)  # crossed, never listed, by bubblewrap running as uid 65534
     try:
-        return _run_slots(entries, todo, results, keys, stage_dir, plan, on_result=on_result)
+        _run_slots(plan, todo, keys, record, stage_dir)
     finally:
         shutil.rmtree(stage_dir, ignore_errors=True)
 
 
-def _run_slots(entries: list[Entry], todo: list[Entry], results: dict[str, Result], keys: dict[str, str],
-               stage_dir: Path, plan: Plan, *, on_result: Callable[[Result], None] | None) -> list[Result]:
+def _run_slots(plan: Plan, todo: list[Entry], keys: dict[str, str], record: Callable[[Result], None],
+               stage_dir: Path) -> None:
     started = [Slot(plan.device, stage_dir) for _ in range(min(max(1, plan.jobs), max(1, len(todo))))]
     slots: queue.Queue[Slot] = queue.Queue()
     for slot in started:
@@ -148,16 +159,12 @@ def _run_slots(entries: list[Entry], todo: list[Entry], results: dict[str, Resul
     pool = ThreadPoolExecutor(max_workers=max(1, plan.jobs))
     try:
         for future in as_completed([pool.submit(grade, entry) for entry in todo]):
-            result = future.result()
-            results[result.id] = result
-            if on_result:
-                on_result(result)
+            record(future.result())
     finally:
         # On Ctrl-C, what has not started never starts; what is running dies with its slot.
         pool.shutdown(wait=False, cancel_futures=True)
         for slot in started:
             slot.close()
-    return _finish(entries, results, plan.out, plan.selection)
 
 
 def _finish(entries: list[Entry], results: dict[str, Result], out: Path, selection: Selection) -> list[Result]:
