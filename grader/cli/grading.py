@@ -19,7 +19,7 @@ from rich.progress import (
 )
 
 from grader.cli.class_summary import render_summary
-from grader.cli.parse import EXIT_FAIL_UNDER, EXIT_GRADER_FAILED, EXIT_OK, die, existing_submission
+from grader.cli.parse import EXIT_FAIL_UNDER, EXIT_GRADER_FAILED, EXIT_OK, EXIT_USAGE, die, existing_submission
 from grader.grade.reports import GradeReport, to_exercism, to_gradescope, write_json
 from grader.grade.selection import Selection, UsageError, select
 from grader.host import portable, seeds, tiers
@@ -148,7 +148,7 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
                      "{out}; start it again, and its workers (they exit with it), then run the same command to grade "
                      "the rest", address=args.cluster,
                      done=sum(counts.values()), total=len(entries), out=str(args.out)), file=sys.stderr)
-            return EXIT_GRADER_FAILED
+            return EXIT_USAGE  # a condition of the machine the user fixes, as the line says: never exit 3
     summary = batch.summarise(results, selection)
     render_summary(summary, console, args.out)
     if counts["skipped"]:  # on stderr: a rerun's summary and report stay those of an uninterrupted run
