@@ -282,7 +282,9 @@ class _Slot:
         try:
             from grader.grade.reports import write_json
 
-            write_json(report.to_json(), Path(self._job.report))
+            # Into the folder the batch made for it, never made again: a batch killed meanwhile, whose rerun removed
+            # it, gets nothing written in its out folder by a child that outlived it.
+            write_json(report.to_json(), Path(self._job.report), make_folder=False)
         except BaseException:
             self._child_failed()
         os._exit(0)

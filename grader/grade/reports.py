@@ -290,9 +290,11 @@ def _function_bodies(relative: str) -> dict[str, str]:
     return bodies
 
 
-def write_json(data: dict[str, Any], path: Path) -> None:
-    """Write JSON so that readers see the old file or the new one, never half of one."""
-    with atomic_path(path, ".tmp") as temporary, open(temporary, "w", encoding="utf-8") as handle:
+def write_json(data: dict[str, Any], path: Path, *, make_folder: bool = True) -> None:
+    """Write JSON so that readers see the old file or the new one, never half of one; `make_folder=False` writes only
+    into a folder that still exists (FileNotFoundError otherwise)."""
+    with (atomic_path(path, ".tmp", make_folder=make_folder) as temporary,
+          open(temporary, "w", encoding="utf-8") as handle):
         json.dump(data, handle, indent=2, allow_nan=False)
         handle.write("\n")
         handle.flush()
@@ -300,14 +302,16 @@ def write_json(data: dict[str, Any], path: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_path(path: Path, suffix: str) -> Iterator[Path]:
+def atomic_path(path: Path, suffix: str, *, make_folder: bool = True) -> Iterator[Path]:
     """A fresh temporary path beside `path` to write to; once the block ends, it replaces `path`.
 
     Readers see the old file or the new one, never half of one; the new file gets the permissions
     of any file made here (mkstemp's 0600 would hide it from other users); on error nothing changes.
+    The folder is made where missing, unless `make_folder` is False.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if make_folder:
+        path.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     os.close(fd)
     try:

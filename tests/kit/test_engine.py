@@ -660,3 +660,14 @@ def test_the_classroom_job_summary_reads_in_the_courses_language():
     assert "公开测试" in chinese, chinese
     assert points["tests"][0]["message"] == "7.5 / 10 分" and points["tests"][0]["score"] == 7.5, points
     assert "没有交给 GitHub Classroom" in unisolated and classroom.result({**report, "sandbox": "none"}) is None
+
+
+def test_a_report_written_into_a_folder_that_is_gone_makes_nothing(tmp_path):
+    """A batch slot's grading child writes into the folder its batch made for it, never made again: after a killed
+    batch's rerun removed it, a child that outlived the batch leaves nothing in the out folder."""
+    gone = tmp_path / ".partial-x" / "report.json"
+    with pytest.raises(FileNotFoundError):
+        write_json({"score": 1}, gone, make_folder=False)
+    assert list(tmp_path.iterdir()) == []
+    write_json({"score": 1}, gone)  # anyone else's report makes its folder
+    assert json.loads(gone.read_text()) == {"score": 1}
