@@ -39,7 +39,7 @@ class Job:
     """One submission to grade, sent as one JSON line. The slot works in the kit's folder: every path is absolute."""
 
     path: str
-    report: str  # where the slot's child writes the report
+    report: str  # where the slot's child writes the report, in a folder that exists (never made again)
     exercises: list[str]
     suite: str
     timeout_s: float

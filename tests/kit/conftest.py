@@ -278,6 +278,7 @@ class WarmGrader:
         from grader.batch.slot_process import Slot
 
         self._workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)  # a slot's child writes its report into a folder that exists
         self._stage = Path(tempfile.mkdtemp(prefix="kit-warm-"))
         self._stage.chmod(0o711)  # crossed, never listed, by bubblewrap running as uid 65534
         self._allow_unisolated = allow_unisolated
