@@ -1,8 +1,16 @@
-"""`curriculum` names the exercises, their files, their points and the order students meet them."""
+"""`curriculum` names the tracks, their exercises, files, points and the order students meet them.
+
+The first track (`transformer`, nine exercises from the course notes) is the 100-point course: whatever does not
+name a track means it. The second (`modern`: rotary positions, a KV cache, grouped-query, flash and sliding-window
+attention) is graded apart, with its own points, only where a user asks for it (`--track modern`, or one of its
+exercises by name).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from grader.lang import N_
 
 
 @dataclass(frozen=True)
@@ -10,14 +18,29 @@ class Exercise:
     id: str
     points: float
     names: tuple[str, ...]  # what its file must define (the contract's names)
-    needs: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()  # exercises it builds on, in any track
 
     @property
     def file(self) -> str:
         return f"{self.id}.py"
 
 
-EXERCISES: tuple[Exercise, ...] = (
+@dataclass(frozen=True)
+class Track:
+    id: str
+    title: str  # English; shown through tr()
+    exercises: tuple[Exercise, ...]
+
+    @property
+    def points(self) -> float:
+        return float(sum(exercise.points for exercise in self.exercises))
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(exercise.id for exercise in self.exercises)
+
+
+TRANSFORMER = Track("transformer", N_("The Transformer, from the course notes"), (
     Exercise("attention", 10, ("attention",)),
     Exercise("masking", 10,
              ("causal_average", "weight_mask_and_normalization", "create_look_ahead_mask", "causal_mask")),
@@ -28,9 +51,21 @@ EXERCISES: tuple[Exercise, ...] = (
     Exercise("encoder", 10, ("EncoderLayer", "Encoder"), needs=("multi_head_attention", "sublayers")),
     Exercise("decoder", 10, ("DecoderLayer", "Decoder"), needs=("multi_head_attention", "sublayers")),
     Exercise("transformer", 15, ("Transformer", "greedy_decode"), needs=("positional_encoding", "encoder", "decoder")),
-)
+))
+
+# The second track's exercises join it as each is built (the contract's order: rope, kv_cache,
+# grouped_query_attention, flash_attention, sliding_window, tiny_gpt).
+MODERN = Track("modern", N_("Attention as it is built today"), ())
+
+TRACKS: tuple[Track, ...] = (TRANSFORMER, MODERN)
+FIRST = TRANSFORMER  # the course: what a command means when it names no track
+
+# Every exercise of every track, in curriculum order (a report lists its exercises in this order).
+EXERCISES: tuple[Exercise, ...] = tuple(exercise for track in TRACKS for exercise in track.exercises)
 
 BY_ID: dict[str, Exercise] = {exercise.id: exercise for exercise in EXERCISES}
+TRACK_OF: dict[str, Track] = {exercise.id: track for track in TRACKS for exercise in track.exercises}
+TRACK_BY_ID: dict[str, Track] = {track.id: track for track in TRACKS}
 
 # Files a submission may provide; everything else in it is ignored.
 SUBMISSION_FILES: tuple[str, ...] = tuple(exercise.file for exercise in EXERCISES)

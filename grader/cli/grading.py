@@ -37,7 +37,7 @@ def check_command(args: argparse.Namespace, console: Console) -> int:
     """`grader check`: grade one submission, record it for `grader list`, write the reports asked for, render."""
     submission = existing_submission(args)
     try:
-        selection = select(args.exercises, args.suite)
+        selection = select(args.exercises, args.suite, track=args.track)
         # Opening the session starts the worker first; the imports below then overlap with its own.
         session = GradingSession.open(submission, device=args.device, protect=tiers.exposure(selection.suite),
                                       allow_unisolated=args.allow_unisolated, seed=args.seed,
@@ -93,7 +93,7 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
     if args.timeout <= 0:
         die(tr("--timeout must be a positive number of seconds"))
     try:
-        selection = select(None, args.suite)
+        selection = select(None, args.suite, track=args.track)
         # The slots resolve "auto" for themselves: this process imports torch (a second) only to refuse a --device
         # cuda the machine lacks, once, as a usage error.
         refuse_unavailable_device(args.device)

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from grader.curriculum import TRACKS
 from grader.grade.reports import HIDDEN_VISIBILITY, VISIBILITIES
 from grader.kit import kit_root
 from grader.lang import LANGUAGES, N_, argparse_translations, tr
@@ -23,6 +24,7 @@ EXIT_OK, EXIT_FAIL_UNDER, EXIT_USAGE, EXIT_GRADER_FAILED = 0, 1, 2, 3
 # A release is built for students, so the language of the terminal that builds it does not choose theirs.
 RELEASE_LANG_HELP = N_("language of the release's stubs, notebooks and student README, and of what it prints: en or zh "
                      "(default: the release in English, printed in GRADER_LANG's or the locale's language)")
+TRACK_IDS = tuple(track.id for track in TRACKS)
 UNISOLATED_HELP = N_("grade the hidden tests, or with the solutions installed, even where no isolation stronger than "
                    "`none` is available (refused otherwise)")
 
@@ -146,7 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     check = commands.add_parser("check", help=N_("grade one submission and print a score table"))
-    check.add_argument("exercises", nargs="*", metavar="EXERCISE", help=N_("exercises to grade (default: all)"))
+    check.add_argument("exercises", nargs="*", metavar="EXERCISE",
+                       help=N_("exercises to grade (default: all of the track)"))
+    check.add_argument("--track", choices=TRACK_IDS, default=None,
+                       help=N_("the track to grade (default: the track of the exercises named, else transformer)"))
     check.add_argument("--submission", type=Path, default=None,
                        help=N_("folder or .zip with the exercise files (default: exercises/)"))
     check.add_argument("--suite", choices=("public", "hidden", "all"), default=None,
@@ -183,6 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help=N_("time budget for one whole submission (default 600)"))
     batch.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     batch.add_argument("--suite", choices=("public", "hidden", "all"), default=None)
+    batch.add_argument("--track", choices=TRACK_IDS, default=None, help=N_("the track to grade (default: transformer)"))
     batch.add_argument("--force", action="store_true", help=N_("regrade submissions whose report is up to date"))
     batch.add_argument("--allow-unisolated", action="store_true", help=UNISOLATED_HELP)
     batch.add_argument("--cluster", default=None, metavar="ADDRESS",

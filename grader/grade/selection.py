@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.curriculum import BY_ID, EXERCISES, prerequisites
+from grader.curriculum import BY_ID, EXERCISES, FIRST, TRACK_BY_ID, TRACK_OF, TRACKS, Track, prerequisites
 from grader.kit import hidden_installed, kit_root
 from grader.lang import tr
 
@@ -26,11 +27,15 @@ class Selection:
     suite: str
     files: tuple[Path, ...]
     prerequisites: tuple[str, ...] = ()
+    track: str = FIRST.id  # the track the exercises belong to: one run grades one track
 
 
-def select(exercises: list[str] | None, suite: str | None, *, root: Path | None = None) -> Selection:
-    """Which test files to run; raises UsageError for unknown exercises or suites without tests."""
+def select(exercises: list[str] | None, suite: str | None, *, root: Path | None = None,
+           track: str | None = None) -> Selection:
+    """Which test files to run; raises UsageError for unknown exercises or tracks, exercises of two tracks, or
+    suites without tests. No exercise and no track: the first track's exercises."""
     root = root or kit_root()
+    chosen_track = _track(exercises or (), track)
     suite = suite or ("all" if hidden_installed(root) else "public")
     if suite not in SUITES:
         raise UsageError(tr("unknown suite {suite}: use public, hidden or all", suite=repr(suite)))
@@ -39,11 +44,7 @@ def select(exercises: list[str] | None, suite: str | None, *, root: Path | None 
     if suite == "all" and not hidden_installed(root):
         suite = "public"
     folders = ("public", "hidden") if suite == "all" else (suite,)
-    for name in exercises or ():
-        if name not in BY_ID:
-            known = ", ".join(exercise.id for exercise in EXERCISES)
-            raise UsageError(tr("unknown exercise {name}: choose from {known}", name=repr(name), known=known))
-    wanted = [exercise.id for exercise in EXERCISES if not exercises or exercise.id in exercises]
+    wanted = [exercise.id for exercise in chosen_track.exercises if not exercises or exercise.id in exercises]
     chosen: list[str] = []
     for exercise_id in wanted:
         if _files(root, folders, exercise_id):
@@ -60,7 +61,25 @@ def select(exercises: list[str] | None, suite: str | None, *, root: Path | None 
     quiet = [exercise.id for exercise in EXERCISES if exercise.id in needed and _files(root, folders, exercise.id)]
     files = [file for exercise in EXERCISES if exercise.id in (*chosen, *quiet)
              for file in _files(root, folders, exercise.id)]  # curriculum order: a prerequisite's tests run first
-    return Selection(tuple(chosen), suite, tuple(files), tuple(quiet))
+    return Selection(tuple(chosen), suite, tuple(files), tuple(quiet), chosen_track.id)
+
+
+def _track(exercises: Sequence[str], track: str | None) -> Track:
+    """The one track `exercises` (and `track`, if given) name; the first track when they name none."""
+    if track is not None and track not in TRACK_BY_ID:
+        raise UsageError(tr("unknown track {track}: choose from {known}", track=repr(track),
+                            known=", ".join(t.id for t in TRACKS)))
+    for name in exercises:
+        if name not in BY_ID:
+            known = ", ".join(exercise.id for exercise in (TRACK_BY_ID[track].exercises if track else EXERCISES))
+            raise UsageError(tr("unknown exercise {name}: choose from {known}", name=repr(name), known=known))
+    named = {TRACK_OF[name].id for name in exercises} | ({track} if track else set())
+    if len(named) > 1:
+        first, *others = (t for t in TRACKS if t.id in named)
+        inside = ", ".join(name for name in exercises if TRACK_OF[name].id == others[0].id) or others[0].id
+        raise UsageError(tr("the {track} track does not hold {exercises}: grade one track at a time "
+                            "(--track {other})", exercises=inside, other=others[0].id, track=first.id))
+    return TRACK_BY_ID[named.pop()] if named else FIRST
 
 
 def _files(root: Path, folders: tuple[str, ...], exercise_id: str) -> list[Path]:
