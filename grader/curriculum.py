@@ -9,7 +9,9 @@ exercises by name).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
+from grader.kit import kit_root
 from grader.lang import N_
 
 
@@ -67,6 +69,8 @@ BY_ID: dict[str, Exercise] = {exercise.id: exercise for exercise in EXERCISES}
 TRACK_OF: dict[str, Track] = {exercise.id: track for track in TRACKS for exercise in track.exercises}
 TRACK_BY_ID: dict[str, Track] = {track.id: track for track in TRACKS}
 
+RELEASE_TRACK = Path("grader/locale/release-track")  # in a release: the track it ships, one word; the kit has none
+
 # Files a submission may provide; everything else in it is ignored.
 SUBMISSION_FILES: tuple[str, ...] = tuple(exercise.file for exercise in EXERCISES)
 
@@ -90,3 +94,17 @@ def exercise_of_test_file(filename: str) -> str | None:
         return None
     exercise_id = stem.removeprefix("test_")
     return exercise_id if exercise_id in BY_ID else None
+
+
+def with_prerequisites(track: Track) -> tuple[Exercise, ...]:
+    """The exercises of `track` and every exercise they build on, in curriculum order: what a release of it ships."""
+    wanted = {need for exercise in track.exercises for need in (exercise.id, *prerequisites(exercise.id))}
+    return tuple(exercise for exercise in EXERCISES if exercise.id in wanted)
+
+
+def default_track(root: Path | None = None) -> Track:
+    """The track a command means when it names none: a release's own (`grader release --track`), else the first."""
+    try:
+        return TRACK_BY_ID[(root or kit_root()).joinpath(RELEASE_TRACK).read_text(encoding="utf-8").strip()]
+    except (OSError, UnicodeDecodeError, KeyError):
+        return FIRST

@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.curriculum import SUBMISSION_FILES
+from grader.curriculum import BY_ID, FIRST, RELEASE_TRACK, SUBMISSION_FILES, TRACK_BY_ID, TRACKS, with_prerequisites
 from grader.intake.stubs import SHIPPED
 from grader.kit import kit_root
 from grader.lang import LANGUAGES, RELEASE_LANGUAGE, tr
@@ -80,19 +80,25 @@ STUDENT = Bundle(
 # The kit's README links the docs/ pages: they ship with it, so that none of its links is dead.
 AUTOGRADER = Bundle((*STUDENT.files, *SECRET_CATALOGS), (*STUDENT.packages, "solutions", "tests/hidden"), "README.md",
                     (WORKFLOW, *GRADESCOPE), documents=("docs",))
+# Where each exercise has a file of its own (`<id>.py`, `test_<id>.py`): a release ships those of its track only.
+EXERCISE_FOLDERS = (STUBS, Path("solutions"), Path("solutions/mistakes"), Path("tests/public"), Path("tests/hidden"))
 # A release may not be written inside the folders it is built from.
 SOURCE_FOLDERS = ("exercises", "solutions", "grader", "tests", "docs", "benchmarks", ".ci", ".git")
 
 
-def build(out: Path, *, autograder: bool = False, language: str = "en", root: Path | None = None) -> list[Path]:
-    """Copy the student distribution (or the autograder bundle) into `out`, its stubs, notebooks and student README in
-    `language`; returns the files written."""
+def build(out: Path, *, autograder: bool = False, language: str = "en", root: Path | None = None,
+          track: str = FIRST.id) -> list[Path]:
+    """Copy the student distribution (or the autograder bundle) of `track` into `out`, its stubs, notebooks and student
+    README in `language`; returns the files written."""
     root = (root or kit_root()).resolve()
     out = out.resolve()
     bundle = AUTOGRADER if autograder else STUDENT
     if language not in LANGUAGES:
         raise ReleaseError(tr("there is no release in {language}: choose one of {choices}", language=repr(language),
                               choices=", ".join(LANGUAGES)))
+    if track not in TRACK_BY_ID or not TRACK_BY_ID[track].exercises:
+        raise ReleaseError(tr("there is no track {track} to release: choose one of {choices}", track=repr(track),
+                              choices=", ".join(t.id for t in TRACKS if t.exercises)))
     for folder in SOURCE_FOLDERS:
         if out.is_relative_to(root / folder):
             raise ReleaseError(tr("{out} is inside the kit's {folder}/ folder: build the release somewhere else",
@@ -109,6 +115,8 @@ def build(out: Path, *, autograder: bool = False, language: str = "en", root: Pa
         for source in sorted((root / package).rglob("*.py")):
             if "__pycache__" not in source.parts and not _is_twin(source.relative_to(root)):
                 plan[source.relative_to(root)] = source
+    for target in [target for target in plan if _of_another_track(target, track)]:
+        del plan[target]
     if language != "en":
         for stub in [target for target in plan if target.parent == STUBS]:
             plan[stub] = root / TWINS / language / stub
@@ -135,13 +143,14 @@ def build(out: Path, *, autograder: bool = False, language: str = "en", root: Pa
     # The release speaks its language wherever it runs, whatever the locale there (GRADER_LANG and --lang still win).
     (out / RELEASE_LANGUAGE).parent.mkdir(parents=True, exist_ok=True)
     (out / RELEASE_LANGUAGE).write_text(language + "\n", encoding="utf-8")
+    (out / RELEASE_TRACK).write_text(track + "\n", encoding="utf-8")  # what its commands grade when told no track
     # What an untouched stub is, once exercises/ is the student's (grader.intake.stubs).
     shipped = {target.name: (out / target).read_text(encoding="utf-8") for target in plan if target.parent == STUBS}
     (out / SHIPPED).write_text(json.dumps(shipped, ensure_ascii=False, indent=1, sort_keys=True) + "\n",
                                encoding="utf-8", newline="\n")
     # The student notebooks are built from the stubs being shipped, never copied: they cannot drift from them.
     written = notebooks.write_all(out / STUBS, out / notebooks.FOLDER, language=language)
-    return sorted([*plan, RELEASE_LANGUAGE, SHIPPED, *(path.relative_to(out) for path in written)])
+    return sorted([*plan, RELEASE_LANGUAGE, RELEASE_TRACK, SHIPPED, *(path.relative_to(out) for path in written)])
 
 
 # Where each recipe sets the grader's environment: a release in another language grades in it too, on Gradescope and
@@ -169,6 +178,15 @@ def _readme(bundle: Bundle, language: str) -> str:
         return bundle.readme
     readme = Path(bundle.readme)
     return str(readme.with_name(f"{readme.stem}.{language}{readme.suffix}"))
+
+
+def _of_another_track(path: Path, track: str) -> bool:
+    """Whether `path` (relative to the kit) is an exercise's stub, solution, known mistakes or test file that a release
+    of `track` leaves out: it ships the track's exercises and those they build on."""
+    if path.suffix != ".py" or path.parent not in EXERCISE_FOLDERS:
+        return False
+    exercise = path.stem.removeprefix("test_") if path.parent.parent == Path("tests") else path.stem
+    return exercise in BY_ID and exercise not in {shipped.id for shipped in with_prerequisites(TRACK_BY_ID[track])}
 
 
 def _is_twin(path: Path) -> bool:

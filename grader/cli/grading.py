@@ -182,7 +182,7 @@ def release_command(args: argparse.Namespace, console: Console) -> int:
 
     language = args.lang or "en"
     try:
-        written = build(args.out, autograder=args.autograder, language=language)
+        written = build(args.out, autograder=args.autograder, language=language, track=args.track)
     except ReleaseError as error:
         die(str(error))
     out = escape(str(args.out))

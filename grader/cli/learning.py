@@ -12,7 +12,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 
 from grader.cli.parse import EXIT_FAIL_UNDER, EXIT_OK, default_submission, die, existing_submission
-from grader.curriculum import BY_ID, EXERCISES
+from grader.curriculum import BY_ID, EXERCISES, TRACK_BY_ID, TRACK_OF, TRACKS, Track, default_track
 from grader.grade.reports import SUITES, shown_percent
 from grader.host import reach
 from grader.host.tiers import IsolationRefused
@@ -27,10 +27,12 @@ from grader.view.render import marks_for, points, say, status_style
 def list_command(args: argparse.Namespace, console: Console) -> int:
     """`grader list`: the curriculum with each exercise's last result, and the points earned so far."""
     root = kit_root()
+    track = TRACK_BY_ID[args.track] if args.track else default_track(root)
     submission = args.submission or default_submission()
-    results = state.last_results(submission)
-    table = Table(title=tr("Curriculum"), title_justify="left", box=None, pad_edge=False,
-                  padding=(0, 1, 0, 0))
+    results = {key: result for key, result in state.last_results(submission).items() if TRACK_OF[key] == track}
+    title = tr("Curriculum") if len(_tracks_here(root)) < 2 else tr("Curriculum: the {track} track ({title})",
+                                                                    track=track.id, title=tr(track.title))
+    table = Table(title=title, title_justify="left", box=None, pad_edge=False, padding=(0, 1, 0, 0))
     table.add_column("#", justify="right", min_width=1)
     table.add_column(tr("Exercise"), no_wrap=True)
     table.add_column(tr("File"), no_wrap=True)
@@ -38,7 +40,8 @@ def list_command(args: argparse.Namespace, console: Console) -> int:
     table.add_column(tr("Tests"), min_width=7)
     table.add_column(tr("Status"), no_wrap=True)
     unchecked, unavailable = "[dim]" + tr("not checked yet") + "[/]", "[dim]" + tr("not yet available") + "[/]"
-    for number, exercise in enumerate(EXERCISES, start=1):
+    for exercise in track.exercises:
+        number = EXERCISES.index(exercise) + 1
         suites = [s for s in ("public", "hidden") if (root / "tests" / s / f"test_{exercise.id}.py").is_file()]
         result = results.get(exercise.id)
         status = unchecked if result is None else status_style(result.status, marks_for(console))
@@ -47,7 +50,7 @@ def list_command(args: argparse.Namespace, console: Console) -> int:
                       listed([tr(SUITES[suite]) for suite in suites]) if suites else unavailable, status)
     console.print(table)
     earned = sum(result.score for result in results.values())
-    total = sum(exercise.points for exercise in EXERCISES)
+    total = track.points
     percent = shown_percent(earned, total)
     progress = Table.grid(padding=(0, 1))
     progress.add_row(tr("Progress"), ProgressBar(total=total, completed=earned, width=40),
@@ -56,14 +59,29 @@ def list_command(args: argparse.Namespace, console: Console) -> int:
     console.print(progress)
     if not results:
         shown = escape(str(submission))
-        say(console, "[dim]" + tr("Not checked yet: `grader check` grades {submission} and fills in the status "
-                                   "column.", submission=shown) + "[/]")
+        if track == default_track(root):
+            say(console, "[dim]" + tr("Not checked yet: `grader check` grades {submission} and fills in the status "
+                                       "column.", submission=shown) + "[/]")
+        else:
+            say(console, "[dim]" + tr("Not checked yet: `grader check --track {track}` grades {submission} and fills "
+                                       "in the status column.", track=track.id, submission=shown) + "[/]")
     elif any(result.quick for result in results.values()):
         say(console, "[dim]" + tr("From your last checks; --quick ones skipped the slow tests, so their points are "
                                    "a lower bound.") + "[/]")
     if not hidden_installed(root):
         say(console, "[dim]" + tr("Hidden tests are not installed in this copy of the kit.") + "[/]")
+    for other in _tracks_here(root):
+        if other != track:
+            say(console, "[dim]" + tr("The {track} track ({title}) is graded apart, with its own {points} points: "
+                                       "`grader list --track {track}`.", track=other.id, title=tr(other.title),
+                                       points=f"{other.points:g}") + "[/]")
     return EXIT_OK
+
+
+def _tracks_here(root: Path) -> list[Track]:
+    """The tracks this copy of the kit holds an exercise of (a release ships one)."""
+    return [track for track in TRACKS
+            if any((root / "exercises" / exercise.file).is_file() for exercise in track.exercises)]
 
 
 def _unknown_exercise(exercise: str) -> str:
@@ -118,7 +136,12 @@ def watch_command(args: argparse.Namespace, console: Console) -> int:
     unreachable = reach.problem()  # no tier can grade here: said once, not after every save
     if unreachable is not None:
         die(unreachable)
-    return watch(submission, args.exercise, console=console, quick=not args.full, max_runs=args.max_runs)
+    track = TRACK_OF[args.exercise] if args.exercise else TRACK_BY_ID[args.track] if args.track else default_track()
+    if args.exercise is not None and args.track is not None and track.id != args.track:
+        die(tr("the {track} track does not hold {exercises}: grade one track at a time (--track {other})",
+               track=args.track, exercises=args.exercise, other=track.id))
+    return watch(submission, args.exercise, track=track, console=console, quick=not args.full,
+                 max_runs=args.max_runs)
 
 
 def show_command(args: argparse.Namespace, console: Console) -> int:

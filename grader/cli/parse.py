@@ -200,11 +200,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     release = commands.add_parser("release", help=N_("build the student distribution (or the autograder bundle)"))
     release.add_argument("--out", type=Path, required=True, metavar="DIR")
+    release.add_argument("--track", choices=TRACK_IDS, default=TRACK_IDS[0],
+                         help=N_("the track to release, with the exercises it builds on (default: transformer)"))
     release.add_argument("--autograder", action="store_true",
                          help=N_("include the hidden tests, the solutions and Gradescope's setup.sh and "
                                  "run_autograder"))
 
     listing = commands.add_parser("list", help=N_("show the curriculum, your progress and the installed tests"))
+    listing.add_argument("--track", choices=TRACK_IDS, default=None,
+                         help=N_("the track to show (default: transformer, or a release's own)"))
     listing.add_argument("--submission", type=Path, default=None,
                          help=N_("whose progress to show (default: exercises/ here, else the kit's)"))
 
@@ -219,6 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help=N_("exercise to check (default: the first one without full marks)"))
     watch.add_argument("--submission", type=Path, default=None,
                        help=N_("folder or .zip with the exercise files (default: exercises/)"))
+    watch.add_argument("--track", choices=TRACK_IDS, default=None,
+                       help=N_("the track to watch (default: the exercise's, else transformer or a release's own)"))
     watch.add_argument("--full", action="store_true", help=N_("also run the slow tests (the capstone)"))
     watch.add_argument("--max-runs", type=_positive_int, default=None, help=argparse.SUPPRESS)
 

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.curriculum import BY_ID, EXERCISES, FIRST, TRACK_BY_ID, TRACK_OF, TRACKS, Track, prerequisites
+from grader import curriculum
+from grader.curriculum import BY_ID, EXERCISES, TRACK_BY_ID, TRACK_OF, TRACKS, Track, default_track, prerequisites
 from grader.kit import hidden_installed, kit_root
 from grader.lang import tr
 
@@ -27,15 +28,15 @@ class Selection:
     suite: str
     files: tuple[Path, ...]
     prerequisites: tuple[str, ...] = ()
-    track: str = FIRST.id  # the track the exercises belong to: one run grades one track
+    track: str = curriculum.FIRST.id  # the track the exercises belong to: one run grades one track
 
 
 def select(exercises: list[str] | None, suite: str | None, *, root: Path | None = None,
            track: str | None = None) -> Selection:
     """Which test files to run; raises UsageError for unknown exercises or tracks, exercises of two tracks, or
-    suites without tests. No exercise and no track: the first track's exercises."""
+    suites without tests. No exercise and no track: the kit's default track (`default_track`)."""
     root = root or kit_root()
-    chosen_track = _track(exercises or (), track)
+    chosen_track = _track(exercises or (), track, root)
     suite = suite or ("all" if hidden_installed(root) else "public")
     if suite not in SUITES:
         raise UsageError(tr("unknown suite {suite}: use public, hidden or all", suite=repr(suite)))
@@ -64,8 +65,8 @@ def select(exercises: list[str] | None, suite: str | None, *, root: Path | None 
     return Selection(tuple(chosen), suite, tuple(files), tuple(quiet), chosen_track.id)
 
 
-def _track(exercises: Sequence[str], track: str | None) -> Track:
-    """The one track `exercises` (and `track`, if given) name; the first track when they name none."""
+def _track(exercises: Sequence[str], track: str | None, root: Path) -> Track:
+    """The one track `exercises` (and `track`, if given) name; the kit's default track when they name none."""
     if track is not None and track not in TRACK_BY_ID:
         raise UsageError(tr("unknown track {track}: choose from {known}", track=repr(track),
                             known=", ".join(t.id for t in TRACKS)))
@@ -79,7 +80,7 @@ def _track(exercises: Sequence[str], track: str | None) -> Track:
         inside = ", ".join(name for name in exercises if TRACK_OF[name].id == others[0].id) or others[0].id
         raise UsageError(tr("the {track} track does not hold {exercises}: grade one track at a time "
                             "(--track {other})", exercises=inside, other=others[0].id, track=first.id))
-    return TRACK_BY_ID[named.pop()] if named else FIRST
+    return TRACK_BY_ID[named.pop()] if named else default_track(root)
 
 
 def _files(root: Path, folders: tuple[str, ...], exercise_id: str) -> list[Path]:

@@ -29,7 +29,7 @@ from rich.markup import escape
 from rich.padding import Padding
 from rich.text import Text
 
-from grader.curriculum import BY_ID, EXERCISES, prerequisites
+from grader.curriculum import BY_ID, FIRST, Track, prerequisites
 from grader.grade.results import ExerciseResult, ExerciseStatus
 from grader.host import portable
 from grader.intake.submission import exercise_folder
@@ -90,13 +90,13 @@ def settled(submission: Path, before: Snapshot) -> tuple[Snapshot, list[str]]:
         now = later
 
 
-def watch(submission: Path, exercise: str | None, *, console: Console, quick: bool = True,
+def watch(submission: Path, exercise: str | None, *, track: Track, console: Console, quick: bool = True,
           poll_s: float = POLL_S, max_runs: int | None = None) -> int:
     """Check once, then again after every save, until Ctrl-C (exit 0); every check in one warm process.
 
-    Without `exercise`, the first check grades every exercise: what this session has not graded is unknown, and the
-    next step (the first unfinished exercise) is the same in every line. A save during a check stops it and checks
-    the newest files instead.
+    Only `track`'s exercises are checked. Without `exercise`, the first check grades every one: what this session
+    has not graded is unknown, and the next step (the first unfinished exercise) is the same in every line. A save
+    during a check stops it and checks the newest files instead.
     """
     runs = 0
     saved: list[str] = []
@@ -104,11 +104,12 @@ def watch(submission: Path, exercise: str | None, *, console: Console, quick: bo
     checker: WarmChecker | ColdChecker = ColdChecker(quick=quick) if portable.wanted() else WarmChecker(quick=quick)
     try:
         while True:
-            targets = to_check(exercise or next_step(known.values()).exercise, saved, known)
+            targets = to_check(exercise or next_step(known.values()).exercise, saved, known, track)
             if console.is_terminal:
                 console.clear()
             because = " · " + tr("saved {files}", files=", ".join(saved)) if saved else ""  # names the student chose
-            command = " ".join(["grader check", *(targets if len(targets) < len(EXERCISES) else [])])
+            command = " ".join(["grader check", *(targets if len(targets) < len(track.exercises) else
+                                                  ["--track", track.id] if track != FIRST else [])])
             console.rule(f"[bold]{command}[/]{escape(clean(because, newlines=False))}", align="left")
             before = snapshot(submission)
             if not _check(checker, submission, targets, console, quick=quick, known=known,
@@ -132,15 +133,18 @@ def watch(submission: Path, exercise: str | None, *, console: Console, quick: bo
         checker.close()
 
 
-def to_check(current: str | None, saved: list[str], known: Mapping[str, ExerciseResult]) -> list[str]:
+def to_check(current: str | None, saved: list[str], known: Mapping[str, ExerciseResult],
+             track: Track = FIRST) -> list[str]:
     """`current`, the exercise of each file saved (`attention.py`, `exercises/attention.py`, `01-attention.ipynb`),
     and the exercises built on those that this session graded (and are in the submission, and started or blocked), in
-    curriculum order; every exercise when that is none (the session's first check)."""
+    curriculum order; every exercise when that is none (the session's first check). Only `track`'s exercises: a
+    file of another track (one this track's exercises build on included) changes which of them are checked, never
+    adds its own."""
     touched = {found for found in (_exercise_of(name) for name in saved) if found is not None}
-    built_on = {e.id for e in EXERCISES if e.id in known and _may_change(known[e.id])
+    built_on = {e.id for e in track.exercises if e.id in known and _may_change(known[e.id])
                 and touched.intersection(prerequisites(e.id))}
     wanted = {current, *touched, *built_on} - {None}
-    return [e.id for e in EXERCISES if e.id in wanted] or [e.id for e in EXERCISES]
+    return [e.id for e in track.exercises if e.id in wanted] or list(track.ids)
 
 
 def _may_change(result: ExerciseResult) -> bool:
