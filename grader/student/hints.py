@@ -339,5 +339,31 @@ x = self.src_embed(src) * math.sqrt(self.d_model)  # (B, T_src, d_model)
 next_token = model.generator(out[:, -1]).argmax(dim=-1, keepdim=True)
 ```"""),
     ),
+    "grouped_query_attention": (
+        N_("""\
+Grouped-query attention keeps every **query** head and shares the **key/value** heads: `n_kv_heads`
+of them, each read by a group of `n_heads // n_kv_heads` query heads. What it saves is memory: a
+model that generates text caches the keys and values of every position in every layer, and that
+cache shrinks by `n_heads / n_kv_heads`, as do `wk` and `wv`. The two ends have names:
+`n_kv_heads == n_heads` is multi-head attention, `n_kv_heads == 1` multi-query attention."""),
+        N_("""\
+The shapes:
+
+- `wq` stays `nn.Linear(dim, dim)`; `wk` and `wv` are `nn.Linear(dim, n_kv_heads * head_dim)`, so
+  `self.wk(x).view(B, T, n_kv_heads, head_dim).transpose(1, 2)` is `(B, n_kv_heads, T, head_dim)`.
+- Query head h reads key/value head `h // n_rep`, with `n_rep = n_heads // n_kv_heads`: repeat each
+  kv head `n_rep` times **next to itself** (kv0, kv0, kv1, kv1), never tiled (kv0, kv1, kv0, kv1).
+- Then it is causal multi-head attention: scale by √head_dim, block j > i (and `mask == 0`) with
+  -inf, softmax, merge the heads, `wo`.
+- Refuse `n_heads % n_kv_heads != 0` with a `ValueError`: the groups must be equal."""),
+        N_("""\
+The line that shares the heads, and the cache's size:
+
+```python
+xk = xk.repeat_interleave(self.n_rep, dim=1)  # (B, n_kv, T, hd) -> (B, nh, T, hd)
+# kv_cache_bytes: keys and values, every layer
+2 * n_layers * batch * seq_len * n_kv_heads * head_dim * bytes_per_value
+```"""),
+    ),
 }
 

@@ -209,6 +209,26 @@ def transformer_scenario(run: ScenarioRun) -> None:
                decode_draws)
 
 
+def grouped_query_attention_scenario(run: ScenarioRun) -> None:
+    def gqa(impl: Implementation, n_kv_heads: int, n_heads: int = 4) -> Built:
+        args = impl.config.ModelArgs(dim=16, n_heads=n_heads, dropout=0.0, max_seq_len=8)
+        return impl.grouped_query_attention.GroupedQueryAttention(args, n_kv_heads)
+
+    run.record("4 query heads over 3 kv heads", lambda: _refused(lambda: gqa(run.impl, 3)))
+    grouped = run.module("GroupedQueryAttention, 2 kv heads", lambda impl: gqa(impl, 2))
+    single = run.module("GroupedQueryAttention, 1 kv head", lambda impl: gqa(impl, 1))
+    x, pad = run.randn(2, 5, 16), run.padding(2, 5)
+    run.record("4 query heads over 2 kv heads", lambda: grouped(x))
+    run.record("4 query heads over 2 kv heads, padding mask", lambda: grouped(x, pad))
+    run.record("one kv head", lambda: single(x))
+    grouped64 = run.module("GroupedQueryAttention, 2 kv heads", lambda impl: gqa(impl, 2), dtype=F64)
+    x64 = run.randn(1, 7, 16, dtype=F64)
+    run.record("float64, batch of one, 2 kv heads", lambda: grouped64(x64))
+    run.record("kv_cache_bytes", lambda: run.impl.grouped_query_attention.kv_cache_bytes(3, 5, 11, 7, 13, 4))
+    run.record("kv_cache_bytes, default bytes_per_value",
+               lambda: run.impl.grouped_query_attention.kv_cache_bytes(32, 1, 4096, 8, 128))
+
+
 SCENARIOS: dict[str, Callable[[ScenarioRun], None]] = {
     "attention": attention_scenario,
     "masking": masking_scenario,
@@ -219,6 +239,7 @@ SCENARIOS: dict[str, Callable[[ScenarioRun], None]] = {
     "encoder": encoder_scenario,
     "decoder": decoder_scenario,
     "transformer": transformer_scenario,
+    "grouped_query_attention": grouped_query_attention_scenario,
 }
 
 
