@@ -55,7 +55,7 @@ class _Evidence:
     those of what the code computes: not those of how it runs (on another device, with loops, trained), which say
     nothing of what builds on it and cost a sandbox's warm-up, a new worker or a training run each."""
 
-    HOW_IT_RUNS = ("real_device", "warm_worker", "fresh_worker", "slow")
+    HOW_IT_RUNS = ("real_device", "warm_worker", "fresh_worker", "memory_budget", "slow")
 
     def __init__(self, prerequisites: tuple[str, ...]) -> None:
         self._files = {f"test_{exercise_id}.py" for exercise_id in prerequisites}

@@ -29,10 +29,10 @@ MAX_STRIKES = 2  # after this many crashes or timeouts in one function, stop cal
 class Connection:
     """The trusted side's link to one worker; starts it lazily and again after every crash."""
 
-    start: Callable[[], WorkerProcess]
+    start: Callable[..., WorkerProcess]  # start(memory_above=None): a worker, bounded by a test's budget where given
     limits: Limits
     # Starts a worker in a fresh sandbox: tried once when a worker cannot start in the current one.
-    restart: Callable[[], WorkerProcess] | None = None
+    restart: Callable[..., WorkerProcess] | None = None
     # Set once the sandbox failed twice: the run is then the grader's failure, not the submission's.
     sandbox_failure: str | None = None
     missing_files: frozenset[str] = frozenset()
@@ -41,6 +41,8 @@ class Connection:
     # exercise module -> the exercise modules its top level imports (grader.intake.imports): imported first, each once
     imports: dict[str, tuple[str, ...]] = field(default_factory=dict)
     call_timeout_s: float | None = None
+    # Bytes the next worker's memory may grow above its zygote's (a test's memory_budget); None: the limits' own.
+    memory_above: int | None = None
     budget: Budget | None = None
     process: WorkerProcess | None = None
     generation: int = 0
@@ -65,13 +67,13 @@ class Connection:
         if self.sandbox_failure is not None:
             raise WorkerStartError(self.sandbox_failure)
         try:
-            return self._use(self.start())
+            return self._use(self.start(memory_above=self.memory_above))
         except WorkerStartError as problem:
             if self.restart is None:
                 self.sandbox_failure = str(problem)
                 raise
         try:
-            return self._use(self.restart())
+            return self._use(self.restart(memory_above=self.memory_above))
         except WorkerStartError as problem:
             self.sandbox_failure = str(problem)
             raise
@@ -183,7 +185,7 @@ class Connection:
                 if attempt == 2 or self.restart is None:
                     self.sandbox_failure = str(problem)
                     raise
-                self._use(self.restart())
+                self._use(self.restart(memory_above=self.memory_above))
         raise AssertionError("unreachable")
 
     def _lost(self, what: str, *, strike: bool = True) -> None:

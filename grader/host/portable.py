@@ -100,6 +100,7 @@ class PortableSandbox:
     tier = "none"
     isolated = False
     exposed: tuple[str, ...] = ()
+    bounds_memory = False  # no per-test memory budget: see PortableClient.spawn
 
     def __init__(self, *, device: str, limits: Limits) -> None:
         from grader.host.bubblewrap import python_paths, stage_parent
@@ -258,7 +259,11 @@ class PortableClient:
     def workers(self) -> tuple[PortableWorker, ...]:
         return tuple(self._workers)
 
-    def spawn(self) -> PortableWorker:
+    def spawn(self, *, memory_above: int | None = None) -> PortableWorker:
+        """A started worker from the pool. `memory_above` cannot be kept here (the worker started before it was asked,
+        and no zygote's memory is shared): a test with a memory budget is not run where it is asked for
+        (`PortableSandbox.bounds_memory`)."""
+        del memory_above
         worker = self.sandbox.take_worker()
         self._workers = [w for w in self._workers if w.alive()] + [worker]
         return worker

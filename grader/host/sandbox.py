@@ -78,6 +78,10 @@ class Sandbox:
     the caller starts a fresh sandbox.
     """
 
+    # A test's memory budget is kept: its worker is forked with RLIMIT_DATA and RLIMIT_AS that many bytes above the
+    # zygote's own (grader.inside.zygote), before any of the submission's code runs in it.
+    bounds_memory = True
+
     def __init__(self, *, device: str, limits: Limits, tier: str, confine: bool = True) -> None:
         """`confine=False` leaves workers without their seccomp filter: only for the kit's tests of the
         clean-up between submissions, which must hold even then."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -100,18 +101,19 @@ class Workers:
             self.warm_wanted = True
             self.client.warm()
 
-    def start(self, *, fresh: bool = False) -> WorkerProcess | PortableWorker:
-        """A new worker; in a new sandbox when the current one died, or when `fresh`."""
+    def start(self, *, fresh: bool = False, memory_above: int | None = None) -> WorkerProcess | PortableWorker:
+        """A new worker; in a new sandbox when the current one died, or when `fresh`. With `memory_above`, a worker
+        whose memory may grow that many bytes above its zygote's (only where `bounds_memory`)."""
         if fresh or not self.sandbox.alive():
             self.client.close()
             self.sandbox, self.client = start_sandbox(self.submission, device=self.device, limits=self.sandbox.limits,
                                                       protect=self.protect, allow_unisolated=self.allow_unisolated)
             self.owned.append(self.sandbox)
-            worker = self.client.spawn()
+            worker = self.client.spawn(memory_above=memory_above)
             if self.warm_wanted:
                 self.client.warm()
             return worker
-        return self.client.spawn()
+        return self.client.spawn(memory_above=memory_above)
 
     @property
     def used(self) -> list[Sandbox | PortableSandbox]:
@@ -178,7 +180,7 @@ class GradingSession:
             workers.close()
             raise
         imports = exercise_imports(loaded.files, [file.removesuffix(".py") for file in SUBMISSION_FILES])
-        connection = Connection(workers.start, sandbox.limits, restart=lambda: workers.start(fresh=True),
+        connection = Connection(workers.start, sandbox.limits, restart=partial(workers.start, fresh=True),
                                 missing_files=loaded.missing, unparsed_files=loaded.unparsed, imports=imports,
                                 process=first, generation=1)
         return cls(path, loaded, device, sandbox.limits, workers, connection,

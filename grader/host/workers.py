@@ -75,8 +75,9 @@ class Client:
         self._requests = 0
         self._replies: dict[int, dict[str, Any]] = {}
 
-    def spawn(self) -> WorkerProcess:
-        """Ask for a fresh worker; returns at once, the worker says hello when it is ready."""
+    def spawn(self, *, memory_above: int | None = None) -> WorkerProcess:
+        """Ask for a fresh worker; returns at once, the worker says hello when it is ready. With `memory_above`, its
+        private memory and address space may grow at most that many bytes above its zygote's (a test's budget)."""
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
         out_r, out_w = os.pipe()
@@ -84,8 +85,11 @@ class Client:
         limits = self.sandbox.limits
         ours = [to_worker_w, from_worker_r, out_r, err_r]
         try:
+            above = self.sandbox.address_space_above_zygote  # None on a GPU: CUDA reserves address space by the TiB
+            if memory_above is not None and above is not None:
+                above = min(above, memory_above)
             request = self._send({"op": "spawn", "limits": limits.rlimits(self.sandbox.tier), "threads": 1,
-                                  "address_space_above_zygote": self.sandbox.address_space_above_zygote},
+                                  "address_space_above_zygote": above, "data_above_zygote": memory_above},
                                  [to_worker_r, from_worker_w, out_w, err_w])
         except OSError:
             for fd in ours:

@@ -141,6 +141,9 @@ class Zygote:
         above = request.get("address_space_above_zygote")
         if isinstance(above, int) and above > 0:
             limits["RLIMIT_AS"] = _address_space() + above
+        budget = request.get("data_above_zygote")  # a test's memory budget (grader.judge.plugin's memory_budget)
+        if isinstance(budget, int) and budget > 0:
+            limits["RLIMIT_DATA"] = min(limits.get("RLIMIT_DATA", 2**62), _data_size() + budget)
         pid = os.fork()
         if pid == 0:
             code = 1
@@ -215,6 +218,12 @@ def _become_worker(fds: list[int], *, confined: bool) -> None:
                 os.close(int(name))
     if confined:
         confine.confine_worker()
+
+
+def _data_size() -> int:
+    """This process's private writable memory in bytes, as RLIMIT_DATA counts it (what a forked worker starts with)."""
+    with open("/proc/self/status", encoding="utf-8") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmData:"))
 
 
 def _address_space() -> int:

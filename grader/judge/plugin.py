@@ -97,6 +97,10 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "at once there)")
     config.addinivalue_line("markers", "fresh_worker: runs last, in a new worker that has imported only what the test "
                                        "imports (what grader.judge.loops reads)")
+    config.addinivalue_line("markers", "memory_budget(mib): runs last, in a new worker whose memory may grow at most "
+                                       "mib MiB above its sandbox's zygote (torch imported), enforced by rlimits set "
+                                       "before the submission's code runs; where the grader cannot bound a worker's "
+                                       "memory (spawned workers: macOS, Windows) it is skipped and worth no points")
     torch.set_num_threads(1)
 
 
@@ -127,7 +131,14 @@ def impl(grading: GradingSession, request: pytest.FixtureRequest) -> Iterator[Re
     marker = request.node.get_closest_marker("call_timeout")
     connection = grading.connection
     connection.call_timeout_s = float(marker.args[0]) if marker else None
-    if request.node.get_closest_marker("fresh_worker") or (
+    memory = request.node.get_closest_marker("memory_budget")
+    if memory is not None and not grading.workers.sandbox.bounds_memory:
+        pytest.skip(tr("not measured here: this machine's grader cannot bound a worker's memory (its workers are "
+                       "spawned, not forked), so this test is worth no points here; Linux runs it"))
+    if memory is not None or connection.memory_above is not None:  # into a bounded worker, or out of one
+        connection.memory_above = int(float(memory.args[0]) * 2**20) if memory is not None else None
+        fresh_worker(grading.impl())
+    elif request.node.get_closest_marker("fresh_worker") or (
             request.node.get_closest_marker("warm_worker") and connection.process and not connection.worker_warm()):
         fresh_worker(grading.impl())
     budget = _budget(request.config)
@@ -205,6 +216,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _run_order(item: pytest.Item) -> int:
+    if item.get_closest_marker("memory_budget"):
+        return 3  # its worker is bounded: no other test follows into it
     return 2 if item.get_closest_marker("fresh_worker") else 1 if item.get_closest_marker("warm_worker") else 0
 
 
@@ -232,7 +245,14 @@ def points_of(item: pytest.Item) -> float:
     marker = item.get_closest_marker("points")
     if item.get_closest_marker("real_device") and not _on_a_gpu(item.config):
         return 0.0
+    if item.get_closest_marker("memory_budget") and not _bounds_memory(item.config):
+        return 0.0
     return float(marker.args[0]) if marker else 1.0
+
+
+def _bounds_memory(config: pytest.Config) -> bool:
+    session = config.stash.get(_SESSION, None)
+    return session is None or session.workers.sandbox.bounds_memory
 
 
 def _on_a_gpu(config: pytest.Config) -> bool:

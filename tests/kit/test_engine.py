@@ -671,3 +671,36 @@ def test_a_report_written_into_a_folder_that_is_gone_makes_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
     write_json({"score": 1}, gone)  # anyone else's report makes its folder
     assert json.loads(gone.read_text()) == {"score": 1}
+
+
+def test_a_memory_budget_bounds_a_fresh_worker_above_its_zygote_and_only_that_worker(tmp_path):
+    """What `@pytest.mark.memory_budget` stands on: the worker started while `memory_above` is set may hold at most that
+    much above its zygote, private (RLIMIT_DATA) or shared (RLIMIT_AS: a MAP_SHARED region is not data); the next
+    worker started without it has the limits' own memory again."""
+    (tmp_path / "attention.py").write_text(
+        "import mmap\n"
+        "import torch\n\n\n"
+        "def grab(mib):\n"
+        "    return float(torch.ones(mib * 2**18).sum())  # float32: 4 bytes each\n\n\n"
+        "def grab_shared(mib):\n"
+        "    region = mmap.mmap(-1, mib * 2**20, flags=mmap.MAP_SHARED)\n"
+        "    region.write(b'x' * (mib * 2**20))\n"
+        "    return mib\n")
+    session = GradingSession.open(tmp_path, device="cpu")
+    try:
+        if not session.workers.sandbox.bounds_memory:
+            pytest.skip("spawned workers keep no memory budget (the test is skipped there, worth no points)")
+        connection, impl = session.connection, session.impl()
+        assert impl.attention.grab(256) == 256 * 2**18  # the limits' own 4 GiB
+        connection.memory_above = 128 * 2**20
+        connection.close(wait=False)
+        assert impl.attention.grab(32) == 32 * 2**18
+        for grab in (impl.attention.grab, impl.attention.grab_shared):
+            with pytest.raises(SubmissionFailure) as failed:
+                grab(256)
+            assert "memory" in failed.value.causes or failed.value.kind in ("MemoryError", "OSError"), failed.value
+        connection.memory_above = None
+        connection.close(wait=False)
+        assert impl.attention.grab(256) == 256 * 2**18
+    finally:
+        session.close()
