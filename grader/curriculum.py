@@ -58,6 +58,7 @@ TRANSFORMER = Track("transformer", N_("The Transformer, from the course notes"),
 # The second track's exercises join it as each is built (the contract's order: rope, kv_cache,
 # grouped_query_attention, flash_attention, sliding_window, tiny_gpt).
 MODERN = Track("modern", N_("Attention as it is built today"), (
+    Exercise("rope", 15, ("rope_tables", "apply_rope", "RotaryEmbedding")),
     Exercise("grouped_query_attention", 15, ("GroupedQueryAttention", "kv_cache_bytes")),
 ))
 

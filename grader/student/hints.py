@@ -339,6 +339,36 @@ x = self.src_embed(src) * math.sqrt(self.d_model)  # (B, T_src, d_model)
 next_token = model.generator(out[:, -1]).argmax(dim=-1, keepdim=True)
 ```"""),
     ),
+    "rope": (
+        N_("""\
+RoPE gives attention its positions by **rotating** queries and keys instead of adding a vector to
+the embeddings. Cut each head's features into pairs (2i, 2i+1): each pair is a point in the plane,
+turned by the angle p * base^(-2i / head_dim) of its token's position p. A rotation keeps lengths,
+and the dot product of a query turned by m * f and a key turned by n * f is the dot product of the
+originals with one of them turned by (n - m) * f: the score depends on the distance m - n only."""),
+        N_("""\
+Three pieces, each small:
+
+- `rope_tables`: the angles are an outer product, positions `(max_seq_len,)` times frequencies
+  `(head_dim // 2,)`; return their cos and sin, float32, `(max_seq_len, head_dim // 2)` each.
+- `apply_rope`: take the rows of the tables for the positions (`cos[:T]`, or `cos[positions]`),
+  `(T, head_dim // 2)`, which broadcast over every leading dim of `x`.
+- `RotaryEmbedding`: register the two tables as buffers, and rotate q and k alike in `forward`."""),
+        N_("""\
+The pairing is **adjacent** features: `x[..., 0::2]` and `x[..., 1::2]`, put back in place with
+`torch.stack((even, odd), dim=-1).flatten(-2)`. Splitting `x` into its two halves is Hugging Face's
+`rotate_half` convention, a different model: it loses points here. Meta's llama writes the same
+rotation with complex numbers (`torch.view_as_complex` on `x.reshape(..., -1, 2)`, times
+`torch.complex(cos, sin)`), which is welcome. Keep `x`'s dtype: `cos.to(x.dtype)`."""),
+        N_("""\
+The shape of the key lines:
+
+```python
+angles = torch.outer(positions, base ** (-torch.arange(0, head_dim, 2) / head_dim))
+even, odd = x[..., 0::2], x[..., 1::2]  # (..., T, head_dim // 2)
+out = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
+```"""),
+    ),
     "grouped_query_attention": (
         N_("""\
 Grouped-query attention keeps every **query** head and shares the **key/value** heads: `n_kv_heads`

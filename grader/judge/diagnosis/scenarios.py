@@ -209,6 +209,21 @@ def transformer_scenario(run: ScenarioRun) -> None:
                decode_draws)
 
 
+def rope_scenario(run: ScenarioRun) -> None:
+    angles = torch.outer(torch.arange(12, dtype=F64), 10000.0 ** (-torch.arange(0, 6, 2, dtype=F64) / 6))
+    cos, sin = angles.cos().float().to(run.device), angles.sin().float().to(run.device)  # the contract's tables
+    x, x64 = run.randn(2, 3, 5, 6), run.randn(4, 6, dtype=F64)
+    positions = torch.tensor([4, 7, 11]).to(run.device)
+    run.record("rope_tables(6, 10)", lambda: run.impl.rope.rope_tables(6, 10))
+    run.record("rope_tables(8, 12, base 100)", lambda: run.impl.rope.rope_tables(8, 12, 100.0))
+    run.record("apply_rope, (B, n_heads, T, head_dim)", lambda: run.impl.rope.apply_rope(x, cos, sin))
+    run.record("apply_rope at positions 4, 7, 11", lambda: run.impl.rope.apply_rope(x[:, 0, :3], cos, sin, positions))
+    run.record("apply_rope float64, no leading dims", lambda: run.impl.rope.apply_rope(x64, cos, sin))
+    m = run.module("RotaryEmbedding", lambda impl: impl.rope.RotaryEmbedding(6, 12))
+    q, k = run.randn(1, 4, 3, 6), run.randn(1, 2, 3, 6)
+    run.record("RotaryEmbedding(q, k, positions)", lambda: m(q, k, positions))
+
+
 def grouped_query_attention_scenario(run: ScenarioRun) -> None:
     def gqa(impl: Implementation, n_kv_heads: int, n_heads: int = 4) -> Built:
         args = impl.config.ModelArgs(dim=16, n_heads=n_heads, dropout=0.0, max_seq_len=8)
@@ -239,6 +254,7 @@ SCENARIOS: dict[str, Callable[[ScenarioRun], None]] = {
     "encoder": encoder_scenario,
     "decoder": decoder_scenario,
     "transformer": transformer_scenario,
+    "rope": rope_scenario,
     "grouped_query_attention": grouped_query_attention_scenario,
 }
 
