@@ -60,6 +60,7 @@ TRANSFORMER = Track("transformer", N_("The Transformer, from the course notes"),
 MODERN = Track("modern", N_("Attention as it is built today"), (
     Exercise("rope", 15, ("rope_tables", "apply_rope", "RotaryEmbedding")),
     Exercise("grouped_query_attention", 15, ("GroupedQueryAttention", "kv_cache_bytes")),
+    Exercise("sliding_window", 15, ("sliding_window_mask", "combine_masks", "masked_attention", "RollingKVCache")),
 ))
 
 TRACKS: tuple[Track, ...] = (TRANSFORMER, MODERN)

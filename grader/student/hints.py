@@ -395,5 +395,27 @@ xk = xk.repeat_interleave(self.n_rep, dim=1)  # (B, n_kv, T, hd) -> (B, nh, T, h
 2 * n_layers * batch * seq_len * n_kv_heads * head_dim * bytes_per_value
 ```"""),
     ),
+    "sliding_window": (
+        N_("""\
+A sliding window is a causal mask with a horizon: query i sees key j when `j <= i` and
+`i - j < window`, itself and the `window - 1` positions before it. The work per token and the KV cache
+stay bounded, whatever the length; what it forgets is everything further back. Masks combine by
+AND, and a padding mask runs along the **keys**: `(B, 1, 1, T_k)` against `(T_q, T_k)`."""),
+        N_("""\
+A query whose every key is blocked has a row of -inf scores, and softmax of it is 0/0 = NaN, which
+spreads into every gradient; with -1e9 fills the row is finite but uniform, an average of values it
+may not see. Find such rows with `keep.any(dim=-1, keepdim=True)`, give them finite scores, and set
+their weights to 0: the output is zeros, the gradients finite. The rolling cache keeps the **last**
+`window` positions: append with `torch.cat(..., dim=2)`, then slice."""),
+        N_("""\
+The lines that matter:
+
+```python
+i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+keep = (j <= i) & (i - j < window)  # (T, T)
+mask = keep[None, None] & key_padding[:, None, None, :]  # (B, 1, T_q, T_k)
+k = torch.cat([old_k, k], dim=2)[:, :, -window:]  # the rolling cache
+```"""),
+    ),
 }
 

@@ -244,6 +244,34 @@ def grouped_query_attention_scenario(run: ScenarioRun) -> None:
                lambda: run.impl.grouped_query_attention.kv_cache_bytes(32, 1, 4096, 8, 128))
 
 
+def sliding_window_scenario(run: ScenarioRun) -> None:
+    sw = run.impl.sliding_window
+    run.record("sliding_window_mask(6, 2)", lambda: sw.sliding_window_mask(6, 2))
+    run.record("sliding_window_mask(5, 3)", lambda: sw.sliding_window_mask(5, 3))
+    keep, square = run.keep_mask(4, 6), run.keep_mask(5, 5)
+    padding = run.padding(2, 6).view(2, 6)
+    run.record("combine_masks, 4 queries, 6 keys", lambda: sw.combine_masks(keep, padding))
+    run.record("combine_masks, 5 queries, 5 keys", lambda: sw.combine_masks(square, run.padding(2, 5).view(2, 5)))
+    q, k, v = run.randn(2, 3, 5, 8), run.randn(2, 3, 7, 8), run.randn(2, 3, 7, 4)
+    kept = run.keep_mask(2, 1, 5, 7)
+    run.record("masked_attention", lambda: sw.masked_attention(q, k, v, kept))
+    empty = kept.clone()
+    empty[1, :, 3] = False  # query 3 of batch element 1 may see no key
+    run.record("masked_attention, a query with no key", lambda: sw.masked_attention(q, k, v, empty))
+    q64, k64, v64 = run.randn(1, 4, 8, dtype=F64), run.randn(1, 6, 8, dtype=F64), run.randn(1, 6, 3, dtype=F64)
+    empty64 = run.keep_mask(1, 4, 6)
+    empty64[0, 0] = False
+    run.record("masked_attention float64, batch of one, a query with no key",
+               lambda: sw.masked_attention(q64, k64, v64, empty64))
+    chunks = [run.randn(1, 2, count, 3) for count in (2, 1, 1, 3)]
+
+    def rolled() -> object:
+        cache = sw.RollingKVCache(3)
+        return tuple(cache.update(chunk, -chunk) for chunk in chunks)
+
+    run.record("RollingKVCache(3), updates of 2, 1, 1 and 3 positions", rolled)
+
+
 SCENARIOS: dict[str, Callable[[ScenarioRun], None]] = {
     "attention": attention_scenario,
     "masking": masking_scenario,
@@ -256,6 +284,7 @@ SCENARIOS: dict[str, Callable[[ScenarioRun], None]] = {
     "transformer": transformer_scenario,
     "rope": rope_scenario,
     "grouped_query_attention": grouped_query_attention_scenario,
+    "sliding_window": sliding_window_scenario,
 }
 
 
