@@ -31,9 +31,8 @@ from grader import lang
 from grader.batch.jobs import Job, Outcome, Status
 from grader.batch.waiting import Lines, exits_within
 from grader.host import tiers, trees
+from grader.host.backend import WorkerClient, WorkerSandbox, open_sandbox
 from grader.host.limits import Limits, WorkerStartError
-from grader.host.sandbox import Sandbox
-from grader.host.workers import Client
 from grader.inside.shared import processes
 from grader.intake.submission import Submission
 from grader.lang import tr
@@ -82,7 +81,7 @@ class _Slot:
         self._results = results
         self._device = device
         self._limits = limits
-        self._zygote: Sandbox | None = None
+        self._zygote: WorkerSandbox | None = None
         self._pending: Job | None = None
         self._in_child = False
         from grader.grade.runner import FailureFeed
@@ -168,15 +167,15 @@ class _Slot:
                 with contextlib.suppress(Exception):  # the child that needs them computes them itself
                     diagnosis.known_facets(exercise, device)
 
-    def _sandbox(self, job: Job) -> Sandbox:
+    def _sandbox(self, job: Job) -> WorkerSandbox:
         """The slot's sandbox, started anew when there is none or it died (IsolationRefused: see `tiers`)."""
         if self._zygote is not None and not self._zygote.alive():
             self._discard_sandbox()
         if self._zygote is None:
             for secret in job.isolation.secrets:
                 tiers.protect(Path(secret))
-            choice = tiers.refuse_unless_isolated(why=job.isolation.protect, allowed=job.isolation.allow_unisolated)
-            self._zygote = Sandbox(device=self._device, limits=self._limits, tier=choice.tier)
+            self._zygote = open_sandbox(device=self._device, limits=self._limits, protect=job.isolation.protect,
+                                        allow_unisolated=job.isolation.allow_unisolated)
         return self._zygote
 
     def _discard_sandbox(self) -> None:
@@ -260,7 +259,7 @@ class _Slot:
             if time.monotonic() >= deadline:
                 return "timeout"
 
-    def _child_session(self, job: Job, loaded: Submission, client: Client, error_file: Path) -> GradingSession:
+    def _child_session(self, job: Job, loaded: Submission, client: WorkerClient, error_file: Path) -> GradingSession:
         """In the forked child: open the grading session the collected tests will use."""
         self._job, self._error_file, self._in_child = job, error_file, True
         try:

@@ -15,10 +15,10 @@ from typing import Any
 
 import torch
 
+from grader.host.backend import WorkerHandle
 from grader.host.failures import Budget, BudgetExhausted, SubmissionFailure, WorkerCrash, submission_failure
 from grader.host.limits import Limits, WorkerGone, WorkerStartError, WorkerTimeout
 from grader.host.remote import Remote
-from grader.host.workers import WorkerProcess
 from grader.inside.shared import TEST_MODULES, protocol
 from grader.lang import tr
 
@@ -29,10 +29,10 @@ MAX_STRIKES = 2  # after this many crashes or timeouts in one function, stop cal
 class Connection:
     """The trusted side's link to one worker; starts it lazily and again after every crash."""
 
-    start: Callable[..., WorkerProcess]  # start(memory_above=None): a worker, bounded by a test's budget where given
+    start: Callable[..., WorkerHandle]  # start(memory_above=None): a worker, bounded by a test's budget where given
     limits: Limits
     # Starts a worker in a fresh sandbox: tried once when a worker cannot start in the current one.
-    restart: Callable[..., WorkerProcess] | None = None
+    restart: Callable[..., WorkerHandle] | None = None
     # Set once the sandbox failed twice: the run is then the grader's failure, not the submission's.
     sandbox_failure: str | None = None
     missing_files: frozenset[str] = frozenset()
@@ -44,7 +44,7 @@ class Connection:
     # Bytes the next worker's memory may grow above its zygote's (a test's memory_budget); None: the limits' own.
     memory_above: int | None = None
     budget: Budget | None = None
-    process: WorkerProcess | None = None
+    process: WorkerHandle | None = None
     generation: int = 0
     _strikes: Counter[str] = field(default_factory=Counter)
     _broken_imports: dict[str, SubmissionFailure] = field(default_factory=dict)  # raised again, as it was
@@ -59,7 +59,7 @@ class Connection:
     # trip of its own; kept across a restart, so that a new worker is seeded too.
     seed_pending: int | None = None
 
-    def ensure_started(self) -> WorkerProcess:
+    def ensure_started(self) -> WorkerHandle:
         """The worker in use, or a new one; a sandbox that is gone before a worker can be asked of it is replaced
         once, as `_ready_worker` replaces one whose worker cannot start, and then the run is the grader's failure."""
         if self.process is not None:
@@ -78,7 +78,7 @@ class Connection:
             self.sandbox_failure = str(problem)
             raise
 
-    def _use(self, process: WorkerProcess) -> WorkerProcess:
+    def _use(self, process: WorkerHandle) -> WorkerHandle:
         """Take a new worker into use: the handles of the previous one mean nothing to it."""
         self.process = process
         self.generation += 1
@@ -170,7 +170,7 @@ class Connection:
         return WorkerCrash(tr("{what} broke the grader's protocol ({error}): the worker was restarted", what=what,
                               error=error))
 
-    def _ready_worker(self) -> WorkerProcess:
+    def _ready_worker(self) -> WorkerHandle:
         """A worker that said hello; one that cannot start is retried once in a fresh sandbox."""
         if self.sandbox_failure is not None:
             raise WorkerStartError(self.sandbox_failure)
@@ -195,7 +195,7 @@ class Connection:
             self.process.kill()
         self.process = None
 
-    def _stderr_tail(self, process: WorkerProcess) -> str:
+    def _stderr_tail(self, process: WorkerHandle) -> str:
         tail = process.stderr.since(0).strip()
         if not tail:
             return ""

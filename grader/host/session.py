@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grader.curriculum import SUBMISSION_FILES
-from grader.host import portable, seeds, tiers
+from grader.host import seeds, tiers
+from grader.host.backend import WorkerClient, WorkerHandle, WorkerSandbox, open_sandbox
 from grader.host.limits import Limits
 from grader.host.scratch import remove_stale_stages
 from grader.intake import submission as submissions
@@ -17,11 +18,7 @@ from grader.intake.imports import exercise_imports
 
 if TYPE_CHECKING:
     from grader.host.connection import Connection
-    from grader.host.portable import PortableClient, PortableSandbox
     from grader.host.remote import RemoteSubmission
-    from grader.host.sandbox import Sandbox
-    from grader.host.spawned import PortableWorker
-    from grader.host.workers import Client, WorkerProcess
 
 
 def refuse_unavailable_device(requested: str) -> None:
@@ -60,21 +57,9 @@ def resolve_device(requested: str) -> str:
 
 
 def start_sandbox(loaded: submissions.Submission, *, device: str, limits: Limits, protect: str = "",
-                  allow_unisolated: bool = False) -> tuple[Sandbox | PortableSandbox, Client | PortableClient]:
-    """A sandbox connected to `loaded`, of the strongest tier that works here and has not failed its self-test.
-
-    A sandbox that fails its self-test says so when its first worker is awaited (SandboxUnsafe);
-    from then on `tiers.choose()` names why, and the next sandbox started is of a weaker tier.
-    IsolationRefused when that is `none` and there is something to `protect` (see `tiers`).
-    """
-    choice = tiers.refuse_unless_isolated(why=protect, allowed=allow_unisolated)
-    sandbox: Sandbox | PortableSandbox
-    if portable.wanted():
-        sandbox = portable.PortableSandbox(device=device, limits=limits)
-    else:
-        from grader.host.sandbox import Sandbox
-
-        sandbox = Sandbox(device=device, limits=limits, tier=choice.tier)
+                  allow_unisolated: bool = False) -> tuple[WorkerSandbox, WorkerClient]:
+    """A sandbox connected to `loaded` (`backend.open_sandbox`: the strongest tier that works here)."""
+    sandbox = open_sandbox(device=device, limits=limits, protect=protect, allow_unisolated=allow_unisolated)
     try:
         return sandbox, sandbox.connect(loaded)
     except BaseException:
@@ -88,9 +73,9 @@ class Workers:
 
     submission: submissions.Submission
     device: str
-    sandbox: Sandbox | PortableSandbox
-    client: Client | PortableClient
-    owned: list[Sandbox | PortableSandbox] = field(default_factory=list)
+    sandbox: WorkerSandbox
+    client: WorkerClient
+    owned: list[WorkerSandbox] = field(default_factory=list)
     protect: str = ""  # what an unisolated sandbox would expose (refused then), see `tiers`
     allow_unisolated: bool = False
     warm_wanted: bool = False  # tests that need a warm worker were collected: every sandbox is asked to warm up
@@ -101,7 +86,7 @@ class Workers:
             self.warm_wanted = True
             self.client.warm()
 
-    def start(self, *, fresh: bool = False, memory_above: int | None = None) -> WorkerProcess | PortableWorker:
+    def start(self, *, fresh: bool = False, memory_above: int | None = None) -> WorkerHandle:
         """A new worker; in a new sandbox when the current one died, or when `fresh`. With `memory_above`, a worker
         whose memory may grow that many bytes above its zygote's (only where `bounds_memory`)."""
         if fresh or not self.sandbox.alive():
@@ -116,7 +101,7 @@ class Workers:
         return self.client.spawn(memory_above=memory_above)
 
     @property
-    def used(self) -> list[Sandbox | PortableSandbox]:
+    def used(self) -> list[WorkerSandbox]:
         """Every sandbox this submission's workers ran in: the current one, and those it started (or was given)."""
         return list(dict.fromkeys([self.sandbox, *self.owned]))
 
@@ -164,8 +149,8 @@ class GradingSession:
         return session
 
     @classmethod
-    def around(cls, path: Path, loaded: submissions.Submission, sandbox: Sandbox, client: Client, *, device: str,
-               opened_at: float | None = None, seed: int | None = None, salt: str = "") -> GradingSession:
+    def around(cls, path: Path, loaded: submissions.Submission, sandbox: WorkerSandbox, client: WorkerClient, *,
+               device: str, opened_at: float | None = None, seed: int | None = None, salt: str = "") -> GradingSession:
         """A session on a sandbox already connected to `loaded`; asks for its first worker at once."""
         workers = Workers(loaded, device, sandbox, client)
         first = workers.start()

@@ -166,6 +166,7 @@ class WorkerProcess:
         os.set_blocking(to_worker, False)  # every write to the worker has a deadline (protocol.write_message)
         self._from_worker = from_worker
         self._ready = False
+        self.hello: dict[str, Any] = {}  # what it says once ready (wait_ready)
         self._last_id = 0  # each request's id; the hello is 0
         self.started_at = time.monotonic()
         for fd, tail in ((out, self.stdout), (err, self.stderr)):

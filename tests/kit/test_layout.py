@@ -288,3 +288,58 @@ def test_every_module_says_its_job():
     which guard what a cap on a module's lines only stood in for."""
     silent = [str(p.relative_to(GRADER)) for p in _modules(GRADER) if not ast.get_docstring(ast.parse(p.read_text()))]
     assert not silent, f"say what these modules are for, in a docstring: {silent}"
+
+
+# The worker backends (grader/host/backend.py): each protocol, and the classes of both backends that stand for it.
+BACKENDS = {
+    "WorkerHandle": ("grader.host.workers.WorkerProcess", "grader.host.spawned.PortableWorker"),
+    "WorkerClient": ("grader.host.workers.Client", "grader.host.portable.PortableClient"),
+    "WorkerSandbox": ("grader.host.sandbox.Sandbox", "grader.host.portable.PortableSandbox"),
+}
+
+
+def _instance_attributes(cls: type) -> set[str]:
+    """What a class's instances hold: its class attributes and every `self.<name> = ...` of its methods."""
+    import inspect
+    import textwrap
+
+    found = set(vars(cls))
+    for klass in cls.__mro__[:-1]:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        found |= {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+                  and isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name) and node.value.id == "self"}
+        found |= {node.target.attr for node in ast.walk(tree) if isinstance(node, ast.AnnAssign)
+                  and isinstance(node.target, ast.Attribute)}
+    return found
+
+
+@pytest.mark.parametrize("protocol, implementation",
+                         [(p, i) for p, classes in BACKENDS.items() for i in classes])
+def test_both_worker_backends_are_what_their_protocol_says(protocol: str, implementation: str):
+    """Both backends stand behind one typed seam: every member a protocol names, the zygote's and the spawned
+    workers' classes have, methods with the same parameters (names, kinds, keyword-only ones included)."""
+    import importlib
+    import inspect
+
+    from grader.host import backend
+
+    seam = getattr(backend, protocol)
+    module, _, name = implementation.rpartition(".")
+    cls = getattr(importlib.import_module(module), name)
+    annotated = set(vars(seam).get("__annotations__", {}))
+    wanted = {member for member in vars(seam) if not member.startswith("_")} | annotated
+    problems = []
+    for member in sorted(wanted):
+        declared = getattr(seam, member, None)
+        if callable(declared) and not isinstance(declared, property):
+            actual = getattr(cls, member, None)
+            if not callable(actual):
+                problems.append(f"no method {member}")
+                continue
+            want = [(p.name, p.kind) for p in inspect.signature(declared).parameters.values()]
+            have = [(p.name, p.kind) for p in inspect.signature(actual).parameters.values()]
+            if want != have:
+                problems.append(f"{member}{inspect.signature(actual)}, the protocol says {inspect.signature(declared)}")
+        elif member not in _instance_attributes(cls) and not hasattr(cls, member):
+            problems.append(f"no attribute {member}")
+    assert not problems, f"{implementation} is not a {protocol}: " + "; ".join(problems)

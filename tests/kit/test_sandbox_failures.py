@@ -159,7 +159,7 @@ def test_a_sandbox_gone_before_its_first_worker_is_asked_for_makes_the_run_the_g
 
     tried = []
 
-    def gone():
+    def gone(*, memory_above=None):
         tried.append(1)
         raise WorkerStartError("the sandbox is gone: bwrap: setting up uid map: Permission denied")
 
