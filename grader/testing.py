@@ -8,7 +8,7 @@ translate themselves (grader.extract finds all of these for the catalog).
 The checks live in grader/judge/ (`checks`, `claims`, `expect`, `structure`, `measures`, `dropout`, `rates`,
 `branches`, and `stacks`, what the encoder's and the decoder's suites share);
 the failures a call into the submission raises in `grader.host.failures`; the capstone's task (shared
-with the worker) in `grader.inside.shared.capstone`.
+with the worker) in `grader.inside.shared.capstone`, the second's (TinyGPT's) in `grader.inside.shared.induction`.
 """
 
 from typing import Any
@@ -16,8 +16,9 @@ from typing import Any
 import torch
 
 from grader.host.failures import NotImplementedYet, SubmissionFailure
-from grader.inside.shared import capstone
+from grader.inside.shared import capstone, induction
 from grader.inside.shared.capstone import FIRST_DATA_TOKEN, copy_batch, derangement, shifted
+from grader.inside.shared.induction import induction_batch, predictable
 from grader.judge.branches import branch_weights, expect_branch_dropped
 from grader.judge.checks import EPS32, assert_close, float64, golden, manual_seed, random_keep_mask, tolerance
 from grader.judge.claims import gradient_hint, only_match
@@ -41,6 +42,7 @@ __all__ = [
     "assert_close",
     "backward",
     "branch_weights",
+    "cached_logits",
     "copy_batch",
     "count_ops",
     "derangement",
@@ -59,11 +61,13 @@ __all__ = [
     "greedy_copy",
     "hint_on_crash",
     "hint_suffix",
+    "induction_batch",
     "load_parameters",
     "manual_seed",
     "only_match",
     "padding_mask",
     "parameter_problems",
+    "predictable",
     "random_keep_mask",
     "randomise_norms",
     "shifted",
@@ -80,4 +84,12 @@ def greedy_copy(model: Any, src: torch.Tensor) -> torch.Tensor:
     try:
         return capstone.greedy_copy(model, src)
     except capstone.Misshapen as failure:
+        raise AssertionError(tr(failure.template, **failure.fields)) from None
+
+
+def cached_logits(model: Any, rows: torch.Tensor, prompt: int) -> torch.Tensor:
+    """`grader.inside.shared.induction.cached_logits`, its failures in the student's language."""
+    try:
+        return induction.cached_logits(model, rows, prompt)
+    except induction.Misshapen as failure:
         raise AssertionError(tr(failure.template, **failure.fields)) from None

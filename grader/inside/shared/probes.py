@@ -60,6 +60,28 @@ class CrossAttending(nn.Module):
         return self.attention(y, self.memory, self.memory, self.mask)
 
 
+class CallLog(nn.Module):
+    """Calls `model` as it is called and keeps, per call, the shape of its first argument and whether a cache came
+    with it: how a generate loop drives a model (the prompt once, then one token per call). Any other attribute is
+    the model's."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        self.calls: list[list[object]] = []
+
+    def forward(self, idx: torch.Tensor, *args: object, **kwargs: object) -> object:
+        cache = args[0] if args else kwargs.get("cache")
+        self.calls.append([list(idx.shape), cache is not None])
+        return self.model(idx, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> object:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(super().__getattr__("model"), name)
+
+
 def swap(module: nn.Module, replacements: dict[str, nn.Module]) -> nn.Module:
     """Set each named submodule of `module` to its replacement (a FixedMask for `dropout`), and with it every
     other name the same submodule has in the tree: `self.net = nn.Sequential(..., self.dropout, ...)` calls
