@@ -59,6 +59,7 @@ TRANSFORMER = Track("transformer", N_("The Transformer, from the course notes"),
 # grouped_query_attention, flash_attention, sliding_window, tiny_gpt).
 MODERN = Track("modern", N_("Attention as it is built today"), (
     Exercise("rope", 15, ("rope_tables", "apply_rope", "RotaryEmbedding")),
+    Exercise("kv_cache", 15, ("CachedSelfAttention",), needs=("rope",)),
     Exercise("grouped_query_attention", 15, ("GroupedQueryAttention", "kv_cache_bytes")),
     Exercise("sliding_window", 15, ("sliding_window_mask", "combine_masks", "masked_attention", "RollingKVCache")),
     Exercise("tiny_gpt", 20, ("TinyGPT", "generate"), needs=("rope", "grouped_query_attention")),

@@ -369,6 +369,32 @@ even, odd = x[..., 0::2], x[..., 1::2]  # (..., T, head_dim // 2)
 out = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
 ```"""),
     ),
+    "kv_cache": (
+        N_("""\
+In causal attention a past token never changes: its key and value depend on itself and its
+position only, and it never looks ahead. So when a model writes one token per step, keep the keys
+and values already computed (the **KV cache**) and compute only the new token's query, key and
+value. Its output row reads exactly what it would read in one call on the whole sequence, so the
+cache is exact, not an approximation."""),
+        N_("""\
+Count the cached positions first: `T_past = cache[0].size(2)` (0 without a cache), and refuse with
+`ValueError` when `T_past + T > max_seq_len`. The new tokens sit at positions `T_past .. T_past + T - 1`:
+give those to `self.rope(q, k, positions)`. Then append the rotated keys and the values to the cache
+along dim 2, `(B, n_heads, T_past + T, head_dim)`, and return that pair with the output."""),
+        N_("""\
+The scores are `(B, n_heads, T, T_past + T)`: T new queries against every key. New token t may see
+keys `0 .. T_past + t`, all the cached ones and the new ones up to itself. That is the lower triangle
+of a `(T, T_past + T)` matrix with its diagonal shifted right by `T_past`. `F.scaled_dot_product_attention`
+with `is_causal=True` aligns its triangle top-left, which is right only without a cache: pass
+`attn_mask=` instead."""),
+        N_("""\
+The shape of the key lines:
+
+```python
+positions = torch.arange(T_past, T_past + T, device=x.device)
+keep = torch.ones(T, T_past + T, dtype=torch.bool, device=x.device).tril(diagonal=T_past)
+```"""),
+    ),
     "grouped_query_attention": (
         N_("""\
 Grouped-query attention keeps every **query** head and shares the **key/value** heads: `n_kv_heads`

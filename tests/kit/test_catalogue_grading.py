@@ -233,6 +233,9 @@ CLAIMS: dict[str, frozenset[str]] = {
     "a frozen column, as a mask": frozenset(),
     "It matches the output of the half-split pairing": frozenset({"rope/half_split_pairing"}),
     "It matches the output of a rotation the other way": frozenset({"rope/rotates_backwards"}),
+    "It matches the output when every call's tokens are rotated at positions 0 .. T-1": frozenset({
+        "kv_cache/positions_not_offset"}),
+    "It matches the output when the causal triangle is not shifted": frozenset({"kv_cache/mask_not_offset"}),
 }
 
 

@@ -224,6 +224,35 @@ def rope_scenario(run: ScenarioRun) -> None:
     run.record("RotaryEmbedding(q, k, positions)", lambda: m(q, k, positions))
 
 
+def kv_cache_scenario(run: ScenarioRun) -> None:
+    def cached(impl: Implementation) -> Built:
+        return impl.kv_cache.CachedSelfAttention(impl.config.ModelArgs(dim=16, n_heads=4, max_seq_len=8))
+
+    def decoded(m: Built, x: torch.Tensor, schedule: tuple[int, ...]) -> object:
+        outs, cache, start = [], None, 0
+        for size in schedule:
+            out, cache = m(x[:, start:start + size], cache)
+            outs.append(out)
+            start += size
+        return (*outs, *cache)
+
+    def refused(compute: Callable[[], object]) -> str:
+        result = outcome(compute)
+        return result.error if isinstance(result, Raised) else "returned"
+
+    m = run.module("CachedSelfAttention", cached)
+    x = run.randn(2, 8, 16)
+    run.record("prefill of 5", lambda: m(x[:, :5]))
+    run.record("prefill of 3, then 3 steps", lambda: decoded(m, x, (3, 1, 1, 1)))
+    run.record("prefill of 3, then a chunk of 3", lambda: decoded(m, x, (3, 3)))
+    long = run.randn(1, 9, 16)
+    run.record("9 tokens, max_seq_len 8", lambda: refused(lambda: m(long)))
+    run.record("6 cached, then 3 tokens, max_seq_len 8", lambda: refused(lambda: decoded(m, long, (6, 3))))
+    m64 = run.module("CachedSelfAttention", cached, dtype=F64)
+    x64 = run.randn(1, 4, 16, dtype=F64)
+    run.record("float64, batch of one, prefill of 2 then 2 steps", lambda: decoded(m64, x64, (2, 1, 1)))
+
+
 def grouped_query_attention_scenario(run: ScenarioRun) -> None:
     def gqa(impl: Implementation, n_kv_heads: int, n_heads: int = 4) -> Built:
         args = impl.config.ModelArgs(dim=16, n_heads=n_heads, dropout=0.0, max_seq_len=8)
@@ -283,6 +312,7 @@ SCENARIOS: dict[str, Callable[[ScenarioRun], None]] = {
     "decoder": decoder_scenario,
     "transformer": transformer_scenario,
     "rope": rope_scenario,
+    "kv_cache": kv_cache_scenario,
     "grouped_query_attention": grouped_query_attention_scenario,
     "sliding_window": sliding_window_scenario,
 }
