@@ -421,6 +421,39 @@ xk = xk.repeat_interleave(self.n_rep, dim=1)  # (B, n_kv, T, hd) -> (B, nh, T, h
 2 * n_layers * batch * seq_len * n_kv_heads * head_dim * bytes_per_value
 ```"""),
     ),
+    "flash_attention": (
+        N_("""\
+FlashAttention computes **exactly** softmax(q k^T / √d) v without ever holding the (T_q, T_k)
+matrix of scores. It walks over the keys a tile at a time and keeps, per query, a running maximum
+m, a running sum l of exp(s - m) and a running output acc, the sum of exp(s - m) v. Softmax does
+not change when every score is shifted by the same amount, so any m works as long as every term
+used the same one: when a tile brings a larger maximum, multiply what was summed so far by
+exp(m_old - m_new) and it is as if the new maximum had been used from the start."""),
+        N_("""\
+The shapes, for a tile of Bq queries and Bk keys:
+
+- `s = q_tile @ k_tile.transpose(-2, -1) * scale` is `(..., Bq, Bk)`; `m`, `l` are `(..., Bq)` (or
+  `(..., Bq, 1)`), `acc` is `(..., Bq, d)`.
+- Slice with `k[..., j:j + block_size, :]`: the last tile may be shorter, and T need not be a
+  multiple of `block_size`.
+- Divide `acc` by `l` once, after the last tile; the lse is `m + log(l)`, the natural log.
+- Causal: compare **global** positions, `j + c > i + r` is blocked (r, c the indices inside the
+  tile); tiles entirely above the diagonal can be skipped. Raise `ValueError` when T_q != T_k."""),
+        N_("""\
+Memory is graded: at T = 16384 the worker may not hold even a T x T bool mask. So no
+`torch.tril(torch.ones(T, T))`, no full scores, not in float16 either: build each tile's mask from
+two `torch.arange`s. The inputs' dtype and device go into every tensor you make (`dtype=q.dtype`,
+`device=q.device`), and the running values are updated out of place (`l = alpha * l + ...`), so
+that autograd can go back through the tiles."""),
+        N_("""\
+The three lines of the online softmax, inside the loop over key tiles:
+
+```python
+m_new = torch.maximum(m, s.amax(dim=-1))  # (..., Bq)
+alpha, p = torch.exp(m - m_new), torch.exp(s - m_new[..., None])
+l, acc, m = alpha * l + p.sum(dim=-1), alpha[..., None] * acc + p @ v_tile, m_new
+```"""),
+    ),
     "sliding_window": (
         N_("""\
 A sliding window is a causal mask with a horizon: query i sees key j when `j <= i` and

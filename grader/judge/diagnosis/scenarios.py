@@ -273,6 +273,27 @@ def grouped_query_attention_scenario(run: ScenarioRun) -> None:
                lambda: run.impl.grouped_query_attention.kv_cache_bytes(32, 1, 4096, 8, 128))
 
 
+def flash_attention_scenario(run: ScenarioRun) -> None:
+    def flash(*args: object, **kwargs: object) -> object:
+        return run.impl.flash_attention.flash_attention(*args, **kwargs)
+
+    q, k, v = run.randn(2, 3, 20, 8), run.randn(2, 3, 28, 8), run.randn(2, 3, 28, 8)
+    run.record("20 queries, 28 keys, tiles of 8", lambda: flash(q, k, v, block_size=8))
+    run.record("causal, 20 positions, tiles of 8", lambda: flash(q, k[..., :20, :], v[..., :20, :], causal=True,
+                                                                 block_size=8))
+    run.record("causal, 20 positions, tiles of 6", lambda: flash(q, k[..., :20, :], v[..., :20, :], causal=True,
+                                                                 block_size=6))
+    run.record("causal, 20 queries, 28 keys", lambda: _refused(lambda: flash(q, k, v, causal=True, block_size=8)))
+    run.record("float64 dtypes", lambda: _dtypes(flash(q.double(), k.double(), v.double(), block_size=8)))
+    q64, k64, v64 = run.randn(9, 8, dtype=F64), run.randn(13, 8, dtype=F64), run.randn(13, 8, dtype=F64)
+    run.record("float64, no leading dims, tiles of 5", lambda: flash(q64, k64, v64, block_size=5))
+    short, long = run.randn(1, 16, 8), run.randn(1, 64, 8)
+    # Costly: the worker's first op count takes seconds. Tiles of 8 make 2 x 2 tiles at T = 16 and 8 x 8 at T = 64;
+    # the whole (T, T) matrix at once is as many operations at either length.
+    run.record("tiles grow with T", lambda: _tiles_grow(run.impl.flash_attention.flash_attention, short, long,
+                                                        block_size=8), costly=True)
+
+
 def sliding_window_scenario(run: ScenarioRun) -> None:
     sw = run.impl.sliding_window
     run.record("sliding_window_mask(6, 2)", lambda: sw.sliding_window_mask(6, 2))
@@ -314,6 +335,7 @@ SCENARIOS: dict[str, Callable[[ScenarioRun], None]] = {
     "rope": rope_scenario,
     "kv_cache": kv_cache_scenario,
     "grouped_query_attention": grouped_query_attention_scenario,
+    "flash_attention": flash_attention_scenario,
     "sliding_window": sliding_window_scenario,
 }
 
@@ -419,6 +441,18 @@ def _op_growth(fn: Callable[[torch.Tensor], object], short: torch.Tensor, long: 
     else:
         at_short, at_long = _torch_calls(fn, short), _torch_calls(fn, long)
     return "grows with T" if at_long > at_short + 4 else "constant"  # the margin the suite allows
+
+
+def _tiles_grow(fn: Callable[..., object], short: torch.Tensor, long: torch.Tensor, **kwargs: object) -> str:
+    """Whether `fn(x, x, x, **kwargs)` does more operations at the longer `x`: at a fixed tile size tiles do, one whole
+    matrix does not. Counted as `_op_growth` counts: by the worker for the submission, by torch calls here."""
+    if isinstance(fn, Remote):
+        at_short = count_ops(fn, short, short, short, **kwargs).total
+        at_long = count_ops(fn, long, long, long, **kwargs).total
+    else:
+        at_short = _torch_calls(lambda x: fn(x, x, x, **kwargs), short)
+        at_long = _torch_calls(lambda x: fn(x, x, x, **kwargs), long)
+    return "grows with T" if at_long > at_short + 4 else "constant"
 
 
 def _torch_calls(fn: Callable[..., object], *args: object) -> int:
