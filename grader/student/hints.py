@@ -476,5 +476,28 @@ mask = keep[None, None] & key_padding[:, None, None, :]  # (B, 1, T_q, T_k)
 k = torch.cat([old_k, k], dim=2)[:, :, -window:]  # the rolling cache
 ```"""),
     ),
+    "tiny_gpt": (
+        N_("""\
+TinyGPT is the track's parts in one model: `tok_embed`, then `n_layers` pre-norm blocks, each
+`x = x + attention(norm(x))` then `x = x + feed_forward(norm(x))`, then the final `norm` and `head`.
+Attention is grouped-query (`wk`, `wv` give `n_kv_heads * head_dim` features) with RoPE on the queries
+and keys, causal, and returns its cache: the keys (after RoPE) and values of every position seen."""),
+        N_("""\
+With a cache of `T_past` positions, the new tokens sit at positions `T_past .. T_past + T - 1`: rotate
+them there, and let new token `t` see keys `0 .. T_past + t` (`tril(diagonal=T_past)` on the
+`(T, T_past + T)` grid). Cache `k` and `v` before repeating them for the query heads. generate runs
+the prompt once, then gives the model ONE token and the cache per step, never the whole sequence."""),
+        N_("""\
+The lines that matter:
+
+```python
+positions = torch.arange(T_past, T_past + T, device=x.device)
+q, k = self.rope(q, k, positions)
+k, v = torch.cat([cache_k, k], dim=2), torch.cat([cache_v, v], dim=2)  # cached n_kv_heads wide
+keep = torch.ones(T, T_past + T, dtype=torch.bool, device=x.device).tril(diagonal=T_past)
+next_token = logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
+logits, cache = model(next_token, cache)
+```"""),
+    ),
 }
 
