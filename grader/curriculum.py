@@ -63,7 +63,7 @@ MODERN = Track("modern", N_("Attention as it is built today"), (
     Exercise("grouped_query_attention", 15, ("GroupedQueryAttention", "kv_cache_bytes")),
     Exercise("flash_attention", 20, ("flash_attention",)),
     Exercise("sliding_window", 15, ("sliding_window_mask", "combine_masks", "masked_attention", "RollingKVCache")),
-    Exercise("tiny_gpt", 20, ("TinyGPT", "generate"), needs=("rope", "grouped_query_attention")),
+    Exercise("tiny_gpt", 20, ("TinyGPT", "generate"), needs=("rope", "kv_cache", "grouped_query_attention")),
 ))
 
 TRACKS: tuple[Track, ...] = (TRANSFORMER, MODERN)
