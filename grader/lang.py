@@ -68,11 +68,11 @@ def choose(asked: str | None = None, environ: Mapping[str, str] = os.environ, ro
 
 
 def use(language: str) -> None:
-    """Translate from now on into `language`; GRADER_LANG carries it to the grader's own child processes."""
+    """Translate from now on into `language`, in this process only: a child of the grader is told its language as
+    data (`--lang`, a batch job's `language`), never through the environment."""
     global _active, _language
     _language = language if language in (*LANGUAGES, PSEUDO) else "en"
     _active = translations(_language)
-    os.environ["GRADER_LANG"] = _language
 
 
 def current() -> str:

@@ -32,14 +32,12 @@ import collections
 import contextlib
 import json
 import math
-import os
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from grader import lang
 from grader.batch import records
 from grader.batch.dask_client import ClusterError, connect, ready
 from grader.batch.dask_worker import STARTED, SlotPlugin, describe, fingerprint, grade_on_worker, kit_version
@@ -53,8 +51,6 @@ if TYPE_CHECKING:
     from distributed import Client
 
 
-# What the client's environment decides about grading, so every worker grades as this machine would.
-GRADING_VARIABLES = ("GRADER_LANG", "GRADER_MEMORY_LIMIT_MB", "GRADER_CALL_TIMEOUT_S", "GRADER_SCRATCH_MB")
 DEATHS_FOR_A_LIMIT = 2  # workers that died grading one submission before it is recorded as a limit
 MAX_SENDS = 6  # times a submission is sent again after workers died holding it, before that is a grader failure
 WATCH_S = 5.0  # how long the batch waits for an answer before it looks for submissions no worker took
@@ -90,7 +86,8 @@ def run(plan: Plan, todo: list[Entry], keys: dict[str, str], record: Callable[[R
                              device))
             continue
         jobs[entry.id] = Job(str(path), "", list(selection.exercises), selection.suite, plan.timeout_s,
-                             plan.isolation, intake=loaded.to_json(), salt=plan.salt)
+                             plan.isolation, intake=loaded.to_json(), salt=plan.salt, language=plan.language,
+                             limits=plan.limits.to_json())
     if not jobs:
         return
     by_id = {entry.id: entry for entry in todo}
@@ -111,8 +108,6 @@ def grade(client: Client, jobs: dict[str, Job], selection: Selection, device: st
     scheduler goes away.
     """
     expected = fingerprint(selection)
-    environment = {name: os.environ[name] for name in GRADING_VARIABLES if name in os.environ}
-    environment["GRADER_LANG"] = lang.current()
     run_id = uuid.uuid4().hex[:12]
     name = f"attention-kit-{run_id}"  # this batch's plugin and resource: another batch on the cluster has its own
     try:
@@ -120,8 +115,8 @@ def grade(client: Client, jobs: dict[str, Job], selection: Selection, device: st
     except Exception as error:  # the scheduler could not unpickle a function of the kit: it has none
         raise ClusterError(tr("the Dask scheduler cannot load the kit ({error}): install the same kit where it runs",
                               error=f"{type(error).__name__}: {error}".splitlines()[0])) from None
-    checks = client.run(describe, list(selection.exercises), selection.suite, expected, isolation.protect,
-                        isolation.allow_unisolated, on_error="return")
+    checks = client.run(describe, list(selection.exercises), selection.suite, expected, isolation,
+                        on_error="return")
     able = []
     for address, state in sorted(checks.items()):
         problem = state["problem"] if isinstance(state, dict) else f"{type(state).__name__}: {state}"
@@ -133,8 +128,8 @@ def grade(client: Client, jobs: dict[str, Job], selection: Selection, device: st
         raise ClusterError(tr("no worker of the cluster can grade this batch ({count} refused, each said why above)",
                               count=len(checks)) if checks else tr("the cluster has no workers: start some "
                                                                    "(dask worker ADDRESS)"))
-    client.register_plugin(SlotPlugin(name, expected, list(selection.exercises), selection.suite, device, isolation,
-                                      environment), name=name)
+    client.register_plugin(SlotPlugin(name, expected, list(selection.exercises), selection.suite, device, isolation),
+                           name=name)
     try:
         _Dispatch(client, name, run_id, jobs, on_graded, say).run()
     except OSError as error:  # the scheduler's connection closed (distributed's CommClosedError is an OSError)

@@ -58,7 +58,7 @@ def _torch() -> str:
         return ""
 
 
-def describe(exercises: list[str], suite: str, expected: str, protect: str, allow_unisolated: bool) -> dict[str, str]:
+def describe(exercises: list[str], suite: str, expected: str, isolation: Isolation) -> dict[str, str]:
     """Run on each worker (`Client.run`): its kit version, and why it cannot grade this batch ("" when it can)."""
     from grader.host import portable, tiers
 
@@ -70,7 +70,8 @@ def describe(exercises: list[str], suite: str, expected: str, protect: str, allo
             problem = tr("its kit differs from this one (version {version}, or its grader, solutions, suites or "
                          "torch): install the same kit on it", version=VERSION)
         else:
-            tier = tiers.refuse_unless_isolated(why=protect, allowed=allow_unisolated).tier
+            tier = tiers.refuse_unless_isolated(why=isolation.protect, allowed=isolation.allow_unisolated,
+                                                wanted=isolation.sandbox).tier
     except Exception as error:  # a usage refusal (no isolation, Python unreachable) or a broken install
         problem = str(error).splitlines()[0] if str(error) else type(error).__name__
     return {"version": VERSION, "problem": problem, "tier": "" if problem else tier}
@@ -80,7 +81,7 @@ class SlotPlugin(WorkerPlugin):
     """A Dask worker plugin: warm slots on each worker that runs this batch's kit (see the module's docstring)."""
 
     def __init__(self, name: str, expected: str, exercises: list[str], suite: str, device: str,
-                 isolation: Isolation, environment: dict[str, str]) -> None:
+                 isolation: Isolation) -> None:
         self.name = name
         self.resource = name  # what each grading task needs one of: only this plugin's slots offer it
         self.expected = expected
@@ -88,7 +89,6 @@ class SlotPlugin(WorkerPlugin):
         self.suite = suite
         self.device = device
         self.isolation = isolation
-        self.environment = environment
         self.refused = ""
         self._folder: Path | None = None  # set up on the worker (so is all below): the plugin travels as data
 
@@ -99,8 +99,7 @@ class SlotPlugin(WorkerPlugin):
         self._slots: queue.Queue[Any] = queue.Queue()
         self._started: list[Any] = []
 
-        state = describe(self.exercises, self.suite, self.expected, self.isolation.protect,
-                         self.isolation.allow_unisolated)
+        state = describe(self.exercises, self.suite, self.expected, self.isolation)
         if state["problem"]:  # no slots, no resource: the scheduler never sends this worker a submission
             self.refused = state["problem"]
             logging.getLogger("grader.cluster").error("grader: not grading on worker %s: %s", worker.address,
@@ -112,7 +111,7 @@ class SlotPlugin(WorkerPlugin):
         (self._folder / "stage").mkdir(mode=0o711)
         (self._folder / "reports").mkdir(mode=0o700)
         for _ in range(max(1, worker.state.nthreads)):
-            slot = Slot(self.device, self._folder / "stage", self.environment)
+            slot = Slot(self.device, self._folder / "stage")
             self._started.append(slot)
             self._slots.put(slot)
         await worker.set_resources(**{self.resource: len(self._started)})

@@ -27,11 +27,13 @@ class Status(StrEnum):
 
 @dataclass(frozen=True)
 class Isolation:
-    """What every slot's sandbox needs: folders kept from it, and whether a weak tier may grade (see `tiers`)."""
+    """What every slot's sandbox needs: folders kept from it, the tier asked for (auto, user or none: GRADER_SANDBOX
+    where `grader batch` runs), and whether a weak tier may grade (see `tiers`)."""
 
     secrets: list[str] = field(default_factory=list)
     protect: str = ""
     allow_unisolated: bool = False
+    sandbox: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,10 @@ class Job:
     # without reading `path`, which is the batch's and only names the submission in its report.
     intake: dict[str, Any] | None = None
     salt: str = ""  # the course's salt (GRADER_SALT), of which the grading's seed is derived (grader.host.seeds)
+    # The language of the report's feedback, and the worker's limits (`Limits.to_json`; {}: the defaults): the
+    # batch's own, carried to every slot and cluster worker with the job, never through their environment.
+    language: str = "en"
+    limits: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

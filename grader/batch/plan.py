@@ -13,6 +13,7 @@ from typing import Protocol
 
 from grader.batch.jobs import Entry, Isolation, Result
 from grader.grade.selection import Selection
+from grader.host.limits import Limits
 
 
 @dataclass(frozen=True)
@@ -21,8 +22,9 @@ class Plan:
 
     `jobs` local slots grade at once, unless `cluster` names a Dask scheduler (an address, or local:N) whose workers
     grade instead; a scheduler's address without TLS is refused unless `insecure_cluster` (--insecure-cluster).
-    `isolation` goes to every slot with each job; `salt` (GRADER_SALT) goes into every grading's seed; `force`
-    grades again what an earlier run of the batch graded with the same key.
+    `isolation` goes to every slot with each job, and so do `language` (the feedback's) and `limits` (the workers');
+    `salt` (GRADER_SALT) goes into every grading's seed; `force` grades again what an earlier run of the batch graded
+    with the same key.
     """
 
     out: Path
@@ -35,6 +37,8 @@ class Plan:
     cluster: str | None = None
     insecure_cluster: bool = False
     salt: str = ""
+    language: str = "en"
+    limits: Limits = field(default_factory=Limits)
 
 
 class GradeAll(Protocol):

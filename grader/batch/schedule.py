@@ -181,7 +181,7 @@ def _grade(slot: Slot, entry: Entry, plan: Plan, report_key: str) -> Result:
     selection = plan.selection
     partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=plan.out.resolve())) / "report.json"
     job = Job(str(entry.path.resolve()), str(partial), list(selection.exercises), selection.suite, plan.timeout_s,
-              plan.isolation, salt=plan.salt)
+              plan.isolation, salt=plan.salt, language=plan.language, limits=plan.limits.to_json())
     try:
         outcome = slot.grade(job, timeout_s=plan.timeout_s + 60)
         report = records.read(partial) if outcome.status == Status.GRADED else None

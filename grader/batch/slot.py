@@ -47,7 +47,7 @@ EXIT_SANDBOX_FAILED = 75  # a child's exit status when the sandbox, not the subm
 
 def main() -> None:
     processes.die_with_parent(signal.SIGTERM)
-    # The feedback in the reader's language: the batch's GRADER_LANG (--lang), which the slot inherits.
+    # Until the first job says its language (each job carries the batch's, see _fork): what this machine's says.
     lang.use(lang.choose())
     # SIGTERM (the batch stopping) unwinds like Ctrl-C, so that `finally` removes the sandbox and its stage.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -62,7 +62,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     _warm_up()
-    slot = _Slot(jobs, results, device, Limits.from_environment())
+    slot = _Slot(jobs, results, device)
     try:
         slot.serve()
     except KeyboardInterrupt:
@@ -76,12 +76,12 @@ def main() -> None:
 class _Slot:
     """The slot's loop: jobs in, a forked child per job, one result line out per job."""
 
-    def __init__(self, jobs: Lines, results: TextIO, device: str, limits: Limits) -> None:
+    def __init__(self, jobs: Lines, results: TextIO, device: str) -> None:
         self._jobs = jobs
         self._results = results
         self._device = device
-        self._limits = limits
         self._zygote: WorkerSandbox | None = None
+        self._opened_for: tuple[Limits, str] | None = None  # the limits and tier asked for that the sandbox has
         self._pending: Job | None = None
         self._in_child = False
         from grader.grade.runner import FailureFeed
@@ -131,6 +131,7 @@ class _Slot:
         """
         while (job := self._next_job()) is not None and (job.exercises, job.suite, job.quick) == self._selection_key:
             self._pending = None
+            lang.use(job.language)  # the job's, as the batch (or grader watch) was asked for it: data, not environment
             for attempt in (1, 2):  # a broken sandbox is replaced and the submission graded again, once
                 try:
                     result = self._grade(job)
@@ -168,14 +169,17 @@ class _Slot:
                     diagnosis.known_facets(exercise, device)
 
     def _sandbox(self, job: Job) -> WorkerSandbox:
-        """The slot's sandbox, started anew when there is none or it died (IsolationRefused: see `tiers`)."""
-        if self._zygote is not None and not self._zygote.alive():
+        """The slot's sandbox, started anew when there is none, it died, or the job asks for other limits or another
+        tier than it has (IsolationRefused: see `tiers`)."""
+        wanted = (Limits.from_json(job.limits), job.isolation.sandbox)
+        if self._zygote is not None and (not self._zygote.alive() or self._opened_for != wanted):
             self._discard_sandbox()
         if self._zygote is None:
             for secret in job.isolation.secrets:
                 tiers.protect(Path(secret))
-            self._zygote = open_sandbox(device=self._device, limits=self._limits, protect=job.isolation.protect,
-                                        allow_unisolated=job.isolation.allow_unisolated)
+            self._zygote = open_sandbox(device=self._device, limits=wanted[0], protect=job.isolation.protect,
+                                        allow_unisolated=job.isolation.allow_unisolated, sandbox=wanted[1])
+            self._opened_for = wanted
         return self._zygote
 
     def _discard_sandbox(self) -> None:

@@ -18,6 +18,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from grader import lang
 from grader.cli.class_summary import render_summary
 from grader.cli.parse import EXIT_FAIL_UNDER, EXIT_GRADER_FAILED, EXIT_OK, EXIT_USAGE, die, existing_submission
 from grader.grade.reports import GradeReport, to_exercism, to_gradescope, write_json
@@ -99,7 +100,7 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
         refuse_unavailable_device(args.device)
         if args.device == "cuda":
             resolve_device(args.device)
-        Limits.from_environment()  # the slots read the same variables: a bad one is a usage error here, once
+        limits = Limits.from_environment()  # read here, once: every job carries them to its slot or cluster worker
         # Other students' submissions and the reports are secrets too, kept from each sandbox as the kit is.
         tiers.protect(args.submissions)
         tiers.protect(args.out)
@@ -113,7 +114,7 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
         else:  # no submission runs here: each worker's own isolation is checked when the batch starts
             dask_client.ready(args.cluster, insecure=args.insecure_cluster)
         isolation = batch.Isolation(secrets=[str(args.submissions.resolve()), str(args.out.resolve())],
-                                    protect=protect, allow_unisolated=args.allow_unisolated)
+                                    protect=protect, allow_unisolated=args.allow_unisolated, sandbox=tiers.requested())
     except (UsageError, ValueError, IsolationRefused, dask_client.ClusterError) as error:
         die(str(error))
     # --out may lie inside SUBMISSIONS_DIR (`grader batch . --out grades`): the reports are no student's.
@@ -124,7 +125,7 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
         die(tr("--out {path} exists and is not a folder", path=repr(str(args.out))))
     plan = batch.Plan(args.out, selection, args.device, args.timeout, jobs=args.jobs, force=args.force,
                       isolation=isolation, cluster=args.cluster, insecure_cluster=args.insecure_cluster,
-                      salt=os.environ.get(seeds.SALT_VARIABLE, ""))
+                      salt=os.environ.get(seeds.SALT_VARIABLE, ""), language=lang.current(), limits=limits)
     counts = {"done": 0, "not graded": 0, "skipped": 0}
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[counts]}"))

@@ -235,7 +235,7 @@ def _report(json_report: JSONReport, session: GradingSession, selection: Selecti
     warnings = [tr("submission: {note}", note=note) for note in session.submission.notes]
     tier = session.tier
     if tier != "bubblewrap":
-        warnings[:0] = tiers.warnings(tier, session.exposed())
+        warnings[:0] = tiers.warnings(tier, session.exposed(), session.reasons())
     if budget is not None and budget.used_up:
         warnings.append(plural(
             budget.tests_not_run,

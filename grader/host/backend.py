@@ -63,6 +63,7 @@ class WorkerSandbox(Protocol):
     tier: str
     isolated: bool
     exposed: tuple[str, ...] | list[str]
+    reasons: tuple[str, ...]  # why no stronger tier: what `tiers.choose` said when it was opened
     bounds_memory: bool
 
     def alive(self) -> bool: ...
@@ -76,17 +77,23 @@ class WorkerSandbox(Protocol):
     def close(self) -> None: ...
 
 
-def open_sandbox(*, device: str, limits: Limits, protect: str = "", allow_unisolated: bool = False) -> WorkerSandbox:
-    """A sandbox of the strongest tier that works here and has not failed its self-test, from the backend this
-    machine has: the zygote's where it can fork, else spawned workers' (whose tier is `none`).
+def open_sandbox(*, device: str, limits: Limits, protect: str = "", allow_unisolated: bool = False,
+                 sandbox: str | None = None) -> WorkerSandbox:
+    """A sandbox of the strongest tier that works here, has not failed its self-test and `sandbox` (the tier asked
+    for: auto, user or none; None: this process's GRADER_SANDBOX) leaves, from the backend this machine has: the
+    zygote's where it can fork, else spawned workers' (whose tier is `none`).
 
     A sandbox that fails its self-test says so when its first worker is awaited (SandboxUnsafe); from then on
     `tiers.choose()` names why, and the next sandbox opened is of a weaker tier. IsolationRefused when that is `none`
     and there is something to `protect` (see `tiers`).
     """
-    choice = tiers.refuse_unless_isolated(why=protect, allowed=allow_unisolated)
+    choice = tiers.refuse_unless_isolated(why=protect, allowed=allow_unisolated, wanted=sandbox)
+    opened: WorkerSandbox
     if portable.wanted():
-        return portable.PortableSandbox(device=device, limits=limits)
-    from grader.host.sandbox import Sandbox
+        opened = portable.PortableSandbox(device=device, limits=limits)
+    else:
+        from grader.host.sandbox import Sandbox
 
-    return Sandbox(device=device, limits=limits, tier=choice.tier)
+        opened = Sandbox(device=device, limits=limits, tier=choice.tier)
+    opened.reasons = choice.reasons
+    return opened

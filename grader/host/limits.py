@@ -21,6 +21,15 @@ class Limits:
     inodes: int = 65536  # files and folders in the scratch tmpfs mounts together
     health_timeout_s: float = 10.0  # for the zygote to answer between two submissions
 
+    def to_json(self) -> dict[str, float | int]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, float | int]) -> Limits:
+        """Limits a job carries (`to_json`); a field it does not name keeps its default."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{name: value for name, value in data.items() if name in names})
+
     @classmethod
     def from_environment(cls) -> Limits:
         """Defaults, overridden by GRADER_MEMORY_LIMIT_MB, GRADER_CALL_TIMEOUT_S and GRADER_SCRATCH_MB where set."""

@@ -101,6 +101,7 @@ class PortableSandbox:
     isolated = False
     exposed: tuple[str, ...] = ()
     bounds_memory = False  # no per-test memory budget: see PortableClient.spawn
+    reasons: tuple[str, ...] = ()  # why no stronger tier (set by backend.open_sandbox)
 
     def __init__(self, *, device: str, limits: Limits) -> None:
         from grader.host.bubblewrap import python_paths, stage_parent

@@ -81,6 +81,7 @@ class Sandbox:
     # A test's memory budget is kept: its worker is forked with RLIMIT_DATA and RLIMIT_AS that many bytes above the
     # zygote's own (grader.inside.zygote), before any of the submission's code runs in it.
     bounds_memory = True
+    reasons: tuple[str, ...] = ()  # why no stronger tier (set by backend.open_sandbox)
 
     def __init__(self, *, device: str, limits: Limits, tier: str, confine: bool = True) -> None:
         """`confine=False` leaves workers without their seccomp filter: only for the kit's tests of the

@@ -183,6 +183,10 @@ class GradingSession:
         weakest = [s for s in self.workers.used if s.tier == self.tier]
         return list(dict.fromkeys(what for sandbox in weakest for what in sandbox.exposed))
 
+    def reasons(self) -> tuple[str, ...]:
+        """Why no stronger tier than this run's weakest: what its sandbox of that tier was opened with."""
+        return next((sandbox.reasons for sandbox in self.workers.used if sandbox.tier == self.tier), ())
+
     def impl(self) -> RemoteSubmission:
         from grader.host.remote import RemoteSubmission
 

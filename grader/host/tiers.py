@@ -63,24 +63,29 @@ _unsafe: dict[str, str] = {}  # tier -> why a sandbox of it failed its self-test
 def mark_unsafe(tier: str, reason: str) -> None:
     """A sandbox of `tier` failed its self-test: from now on this process grades below it, and says why."""
     _unsafe[tier] = reason
-    choose.cache_clear()
+    _choose.cache_clear()
 
 
-def requested() -> str:
-    wanted = os.environ.get("GRADER_SANDBOX", "auto") or "auto"
+def requested(wanted: str | None = None) -> str:
+    """The tier asked for: `wanted` where a job carries it (grader batch's slots, a Dask worker), else this process's
+    GRADER_SANDBOX, else auto."""
+    wanted = (os.environ.get("GRADER_SANDBOX", "auto") if wanted is None else wanted) or "auto"
     if wanted not in ("auto", "user", "none"):
         raise ValueError(f"GRADER_SANDBOX={wanted!r} is not a tier you can ask for: use auto, user or none")
     return wanted
 
 
+def choose(wanted: str | None = None) -> Choice:
+    """The strongest tier that works here, or that the tier asked for leaves (`requested`; a misspelt one is a usage
+    error); Unreachable, whatever the tier, where uid 65534 would run the submissions and cannot reach Python."""
+    return _choose(requested(wanted))
+
+
 @functools.cache
-def choose() -> Choice:
-    """The strongest tier that works here, or that GRADER_SANDBOX leaves (a misspelt one is a usage error);
-    Unreachable, whatever the tier, where uid 65534 would run the submissions and cannot reach Python."""
+def _choose(wanted: str) -> Choice:
     from grader.host import portable
     from grader.host.bubblewrap import bwrap_problem
 
-    wanted = requested()
     problem = reach.problem()
     if problem is not None:
         raise Unreachable(problem)
@@ -109,17 +114,18 @@ def exposure(suite: str) -> str:
     return tr("{what} are installed here", what=listed(exposed)) if exposed else ""
 
 
-def accepted_unisolated() -> bool:
-    """GRADER_SANDBOX=none means the operator chose no isolation, knowing what it exposes."""
-    return os.environ.get("GRADER_SANDBOX") == "none"
+def accepted_unisolated(wanted: str | None = None) -> bool:
+    """GRADER_SANDBOX=none (or a job's `none`) means the operator chose no isolation, knowing what it exposes."""
+    return requested(wanted) == "none"
 
 
-def refuse_unless_isolated(*, why: str, allowed: bool) -> Choice:
-    """The tier to grade at; IsolationRefused when it is `none` and the run has something to protect (`why`)."""
+def refuse_unless_isolated(*, why: str, allowed: bool, wanted: str | None = None) -> Choice:
+    """The tier to grade at; IsolationRefused when it is `none` and the run has something to protect (`why`).
+    `wanted`: the tier asked for, where a job carries it (see `requested`)."""
     from grader.host import portable
 
-    choice = choose()
-    if choice.tier != "none" or not why or allowed or accepted_unisolated():
+    choice = choose(wanted)
+    if choice.tier != "none" or not why or allowed or accepted_unisolated(wanted):
         return choice
     if portable.wanted():
         raise IsolationRefused(tr(
@@ -132,11 +138,12 @@ def refuse_unless_isolated(*, why: str, allowed: bool) -> Choice:
         "accept that", why=why, reasons=choice.summary()))
 
 
-def warnings(tier: str, exposed: list[str]) -> list[str]:
-    """What a report below bubblewrap says: the tier, why no stronger one, and what the sandbox did not stop."""
+def warnings(tier: str, exposed: list[str], reasons: tuple[str, ...] = ()) -> list[str]:
+    """What a report below bubblewrap says: the tier, why no stronger one (`reasons`, the Choice its sandbox was
+    opened with), and what the sandbox did not stop."""
     from grader.host import portable
 
-    why = choose().summary() if choose().tier == tier else tr("a stronger sandbox failed its self-test")
+    why = "; ".join(reasons) or tr("a stronger sandbox failed its self-test")
     lines = [tr("sandbox: {tier}, not bubblewrap ({why})", tier=tier, why=why)]
     if tier == "none" and portable.wanted():
         lines.append(tr("workers were started on their own (spawn), unconfined: a submission could read and change "
@@ -174,7 +181,7 @@ def protect(path: Path) -> None:
     if path.resolve() in _secrets:
         return
     _secrets.append(path.resolve())
-    choose.cache_clear()
+    _choose.cache_clear()
     user_problem.cache_clear()
 
 

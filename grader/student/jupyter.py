@@ -90,19 +90,16 @@ def check(*exercises: str, submission: str | os.PathLike[str] | None = None, sui
 def speaking(arguments: list[str]) -> Iterator[None]:
     """While a command runs from a cell, what the kernel says itself (its errors, the table it shows) is in the
     command's language: `--lang` where given, else GRADER_LANG, else the kernel's locale, as the command has it.
-    Afterwards the kernel's language and GRADER_LANG are as they were: one `--lang zh` is not the next cell's."""
+    Afterwards the kernel's language is as it was: one `--lang zh` is not the next cell's. The command's process is
+    told the same language (`child_environment`)."""
     asked = next((value for name, value in itertools.pairwise(arguments) if name == "--lang"), None)
     asked = next((a.removeprefix("--lang=") for a in arguments if a.startswith("--lang=")), asked)
-    before, environment = lang.current(), os.environ.get("GRADER_LANG")
+    before = lang.current()
     lang.use(lang.choose(asked))
     try:
         yield
     finally:
         lang.use(before)
-        if environment is None:
-            os.environ.pop("GRADER_LANG", None)
-        else:
-            os.environ["GRADER_LANG"] = environment
 
 
 def run_check(arguments: list[str], *, submission: str | os.PathLike[str] | None = None,
@@ -217,12 +214,13 @@ def _run(arguments: list[str], *, show: bool = True) -> tuple[int, str]:
 
 
 def child_environment() -> dict[str, str]:
-    """The environment of a `python -m grader` child: this very grader first on the path, one thread, and UTF-8
-    output whatever the locale's code page (cp936 on a Chinese Windows)."""
+    """The environment of a `python -m grader` child: this very grader first on the path, one thread, UTF-8 output
+    whatever the locale's code page (cp936 on a Chinese Windows), and the language this process speaks now (a cell's
+    `--lang`, `grader watch`'s), set here for the child rather than left to this process's environment."""
     package_root = str(kit_root())
     path = os.environ.get("PYTHONPATH")
     return {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else ""), "OMP_NUM_THREADS": "1",
-            "PYTHONIOENCODING": "utf-8"}
+            "PYTHONIOENCODING": "utf-8", "GRADER_LANG": lang.current()}
 
 
 def error_line(stderr: str) -> str:

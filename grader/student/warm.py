@@ -19,11 +19,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader import lang
 from grader.batch.jobs import Isolation, Job, Status
 from grader.batch.slot_process import Slot
 from grader.grade.reports import GradeReport
 from grader.grade.selection import select
 from grader.host import tiers
+from grader.host.limits import Limits
 from grader.host.scratch import remove_stale_stages
 from grader.lang import tr
 
@@ -55,6 +57,7 @@ class WarmChecker:
         self._suite = suite
         self._quick = quick
         self._budget_s = budget_s
+        self._limits = Limits.from_environment()  # read here, at watch's edge; each job carries them to the slot
         remove_stale_stages()
         self._stage = Path(tempfile.mkdtemp(prefix=f"grader-watch-{os.getpid()}-"))
         self._stage.chmod(0o711)  # crossed, never listed, by bubblewrap running as uid 65534
@@ -70,10 +73,10 @@ class WarmChecker:
         report, failures = self._work / "report.json", self._work / "failures.jsonl"
         for stale in (report, failures):
             stale.unlink(missing_ok=True)
-        isolation = Isolation(protect=tiers.exposure(selection.suite) or "")
+        isolation = Isolation(protect=tiers.exposure(selection.suite) or "", sandbox=tiers.requested())
         job = Job(str(submission.resolve()), str(report), list(selection.exercises), selection.suite,
                   self._budget_s + SLOT_MARGIN_S / 2, isolation, quick=self._quick, budget_s=self._budget_s,
-                  failures=str(failures))
+                  failures=str(failures), language=lang.current(), limits=self._limits.to_json())
         shown: list[FirstFailure] = []
 
         def first_failure() -> None:

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from grader import lang
 from grader.host import trees
 
 REPO = Path(__file__).resolve().parents[2]
@@ -274,8 +275,13 @@ class WarmGrader:
     def __init__(self, workdir: Path, slots: int = WARM_SLOTS, *, environment: Mapping[str, str] | None = None,
                  allow_unisolated: bool = False) -> None:
         """`environment` goes over this process's in every slot (GRADER_BWRAP, GRADER_LANDLOCK, GRADER_SANDBOX pick
-        the tier); `allow_unisolated` is `--allow-unisolated`."""
+        the tier); `allow_unisolated` is `--allow-unisolated`. GRADER_LANG and GRADER_SANDBOX reach the slots as
+        `grader batch` sends them, in each job: read here, at this grader's edge."""
         from grader.batch.slot_process import Slot
+
+        merged = {**os.environ, **(environment or {})}
+        self._language = lang.choose(environ=merged)
+        self._sandbox = merged.get("GRADER_SANDBOX", "auto") or "auto"
 
         self._workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)  # a slot's child writes its report into a folder that exists
@@ -306,9 +312,9 @@ class WarmGrader:
             selection = select(list(exercises), suite)
             report = self._workdir / f"warm-{first + number}.json"
             isolation = Isolation(protect=tiers.exposure(selection.suite) or "",
-                                  allow_unisolated=self._allow_unisolated)
+                                  allow_unisolated=self._allow_unisolated, sandbox=self._sandbox)
             job = Job(str(submission.resolve()), str(report), list(selection.exercises), selection.suite,
-                      WARM_BUDGET_S + 30, isolation, quick=quick, budget_s=WARM_BUDGET_S)
+                      WARM_BUDGET_S + 30, isolation, quick=quick, budget_s=WARM_BUDGET_S, language=self._language)
             args = ["check", *exercises, "--submission", str(submission), *(["--quick"] if quick else []),
                     *(["--suite", suite] if suite else []), "(warm)"]
             slot = idle.get()

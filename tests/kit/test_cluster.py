@@ -408,8 +408,9 @@ def test_a_worker_that_spawns_its_workers_is_refused_in_one_line(monkeypatch: py
     slot and says why, as a worker with another kit does (what `describe` answers is what the batch prints)."""
     pytest.importorskip("distributed")
     from grader.batch.dask_worker import describe
+    from grader.batch.jobs import Isolation
 
     monkeypatch.setenv("GRADER_WORKERS", "spawn")
-    state = describe(["attention"], "public", "any fingerprint", "", True)
+    state = describe(["attention"], "public", "any fingerprint", Isolation(allow_unisolated=True))
     assert "GRADER_WORKERS=spawn" in state["problem"] and "Linux only" in state["problem"], state
     assert state["tier"] == "", state
