@@ -157,7 +157,8 @@ class Connection:
         except protocol.ProtocolError as error:  # exchange killed the worker: no later reply can answer anything
             raise self._broke_protocol(what, error) from None
         if not reply["ok"]:
-            raise submission_failure(reply["error"], what, self.limits, importing=importing)
+            raise submission_failure(reply["error"], what, self.limits, importing=importing,
+                                     memory_above=self.memory_above)
         decoder = protocol.Decoder(reply_tensors, self._remote, place=_place)
         try:
             return decoder.decode(reply["value"])

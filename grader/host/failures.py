@@ -27,6 +27,8 @@ CAUSES = {
     "memory": "a call ran out of the memory the submission may use",
     "waits:<test>": "a structure test waiting for that behaviour test to confirm it (grader.grade.scoring adds it)",
 }
+# What an allocation that failed says: torch's allocator, Windows', and the kernel's ENOMEM (an mmap, an OSError).
+OUT_OF_MEMORY = ("can't allocate memory", "not enough memory", "cannot allocate memory")
 # A file the submission imports from the kit's exercises package, and does not hold.
 _NO_MODULE = re.compile(r"^No module named 'exercises\.(\w+)'")
 
@@ -90,10 +92,11 @@ class Budget:
         return tr("time budget of {seconds} s used up", seconds=f"{self.seconds:g}")
 
 
-def submission_failure(error: object, what: str, limits: Limits, *, importing: bool = False) -> SubmissionFailure:
+def submission_failure(error: object, what: str, limits: Limits, *, importing: bool = False,
+                       memory_above: int | None = None) -> SubmissionFailure:
     """The failure that the error in a worker's reply (a dict of type, message and where, as it came) stands for;
     `importing`: the call was the import of an exercise file."""
-    failure = _describe_failure(error, what, limits, importing)
+    failure = _describe_failure(error, what, limits, importing, memory_above)
     # Whatever an exercise file's import raised or ran into, the test's hint about values would mislead.
     failure.names_its_cause = failure.names_its_cause or importing
     if isinstance(error, dict):
@@ -104,7 +107,8 @@ def submission_failure(error: object, what: str, limits: Limits, *, importing: b
     return failure
 
 
-def _describe_failure(error: object, what: str, limits: Limits, importing: bool) -> SubmissionFailure:
+def _describe_failure(error: object, what: str, limits: Limits, importing: bool,
+                      memory_above: int | None = None) -> SubmissionFailure:
     if not isinstance(error, dict):
         return SubmissionFailure(tr("{what} failed", what=what))
     kind = str(error.get("type", "Exception"))
@@ -124,7 +128,11 @@ def _describe_failure(error: object, what: str, limits: Limits, importing: bool)
     if kind == "ProtocolError":
         return SubmissionFailure(tr("{what} returned something that cannot leave the sandbox: {error}", what=what,
                                     error=message))
-    if kind in ("MemoryError",) or "can't allocate memory" in message or "not enough memory" in message:
+    if kind == "MemoryError" or any(words in message.lower() for words in OUT_OF_MEMORY):
+        if memory_above is not None:  # the test's own budget (memory_budget), not the worker's limit
+            return SubmissionFailure(tr("{what} ran out of memory: this test lets it use {mib} MiB beyond what torch "
+                                        "itself holds{location}", what=what, mib=f"{memory_above / 2**20:g}",
+                                        location=location)).caused("memory")
         return SubmissionFailure(tr("{what} ran out of memory: the submission may use {gib} GiB{location}", what=what,
                                     gib=f"{limits.memory_bytes / 2**30:g}", location=location)).caused("memory")
     missing = _NO_MODULE.match(message) if kind == "ModuleNotFoundError" else None

@@ -699,6 +699,7 @@ def test_a_memory_budget_bounds_a_fresh_worker_above_its_zygote_and_only_that_wo
             with pytest.raises(SubmissionFailure) as failed:
                 grab(256)
             assert "memory" in failed.value.causes or failed.value.kind in ("MemoryError", "OSError"), failed.value
+        assert "128 MiB" in str(failed.value), failed.value  # the test's budget, not the worker's 4 GiB
         connection.memory_above = None
         connection.close(wait=False)
         assert impl.attention.grab(256) == 256 * 2**18
