@@ -57,6 +57,7 @@ _SIBLING_IMPORT = re.compile(r"^from \.(\w+) import [^\n]*\n", re.MULTILINE)
 # middle of a word: a docstring's lines, wrapped for the editor, are joined there for the notebook.
 _WIDE = "\u2014\u2018-\u201d\u2026\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"
 _BREAK_BETWEEN_WIDE = re.compile(f"(?<=[{_WIDE}])\n {{0,3}}(?=[{_WIDE}])")
+_LEADING_BLANK_LINES = re.compile(r"\A(?:[ \t]*\n)+")
 
 
 def name_of(exercise: Exercise) -> str:
@@ -75,8 +76,11 @@ def build(exercise: Exercise, stub: str, *, language: str = "en") -> nbformat.No
     code = _SIBLING_IMPORT.sub(lambda m: "" if m.group(1) != "config" else m.group(0), code)
     code = re.sub(r"\n{4,}", "\n\n\n", code.replace("from .config import", "from exercises.config import"))
     number = EXERCISES.index(exercise) + 1
+    # Only the blank lines after the title go: a formula or diagram that opens the teaching keeps its indentation,
+    # so that Markdown shows it as the code block it is (stripped, its first line ran into the lines under it).
+    teaching = _LEADING_BLANK_LINES.sub("", teaching.rstrip())
     cells = [
-        new_markdown_cell(f"# {number}. {title}\n\n{_BREAK_BETWEEN_WIDE.sub('', teaching.strip())}"),
+        new_markdown_cell(f"# {number}. {title}\n\n{_BREAK_BETWEEN_WIDE.sub('', teaching)}"),
         new_markdown_cell(_say(language, INTRODUCTION, file=exercise.file, exercise=exercise.id)),
     ]
     setup = "%load_ext grader"
