@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from grader import settings
 from grader.kit import kit_root
 
 LANGUAGES = ("en", "zh")
@@ -45,15 +46,18 @@ _active: gettext.NullTranslations = gettext.NullTranslations()
 _language = "en"
 
 
-def choose(asked: str | None = None, environ: Mapping[str, str] = os.environ, root: Path = KIT) -> str:
+def choose(asked: str | None = None, environ: Mapping[str, str] | None = None, root: Path = KIT) -> str:
     """The language to use: `asked` (from --lang), else GRADER_LANG, else the release's (a release under `root`),
-    else the locale's; "en" or "zh"."""
+    else the locale's; "en" or "zh". `environ`: the environment to read (default: this process's, GRADER_LANG
+    through `grader.settings`)."""
     if asked:
         return asked if asked in LANGUAGES else "en"
-    if environ.get("GRADER_LANG") == PSEUDO:
+    told = settings.language() if environ is None else environ.get("GRADER_LANG", "")
+    environ = os.environ if environ is None else environ
+    if told == PSEUDO:
         return PSEUDO
-    if environ.get("GRADER_LANG"):
-        return "zh" if environ["GRADER_LANG"].lower().startswith("zh") else "en"
+    if told:
+        return "zh" if told.lower().startswith("zh") else "en"
     try:
         released = (root / RELEASE_LANGUAGE).read_text(encoding="utf-8").strip()
     except OSError:

@@ -27,7 +27,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
-from grader import lang
+from grader import lang, settings
 from grader.batch.jobs import Job, Outcome, Status
 from grader.batch.waiting import Lines, exits_within
 from grader.host import tiers, trees
@@ -69,8 +69,8 @@ def main() -> None:
         pass
     finally:
         slot.close()
-        with contextlib.suppress(OSError, KeyError):
-            os.rmdir(os.environ["GRADER_STAGE_DIR"])  # the batch's staging folder, once the last slot is done with it
+        with contextlib.suppress(OSError):
+            os.rmdir(settings.stage_dir())  # the batch's staging folder, once the last slot is done with it
 
 
 class _Slot:

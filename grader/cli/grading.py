@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from types import ModuleType
 
@@ -18,12 +17,12 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from grader import lang
+from grader import lang, settings
 from grader.cli.class_summary import render_summary
 from grader.cli.parse import EXIT_FAIL_UNDER, EXIT_GRADER_FAILED, EXIT_OK, EXIT_USAGE, die, existing_submission
 from grader.grade.reports import GradeReport, to_exercism, to_gradescope, write_json
 from grader.grade.selection import Selection, UsageError, select
-from grader.host import portable, seeds, tiers
+from grader.host import portable, tiers
 from grader.host.limits import Limits
 from grader.host.session import GradingSession, refuse_unavailable_device, resolve_device
 from grader.host.tiers import IsolationRefused
@@ -42,7 +41,7 @@ def check_command(args: argparse.Namespace, console: Console) -> int:
         # Opening the session starts the worker first; the imports below then overlap with its own.
         session = GradingSession.open(submission, device=args.device, protect=tiers.exposure(selection.suite),
                                       allow_unisolated=args.allow_unisolated, seed=args.seed,
-                                      salt=os.environ.get(seeds.SALT_VARIABLE, ""))
+                                      salt=settings.salt())
     except (UsageError, SubmissionInputError, ValueError, IsolationRefused) as error:
         die(str(error))
     from grader.grade import runner
@@ -125,7 +124,7 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
         die(tr("--out {path} exists and is not a folder", path=repr(str(args.out))))
     plan = batch.Plan(args.out, selection, args.device, args.timeout, jobs=args.jobs, force=args.force,
                       isolation=isolation, cluster=args.cluster, insecure_cluster=args.insecure_cluster,
-                      salt=os.environ.get(seeds.SALT_VARIABLE, ""), language=lang.current(), limits=limits)
+                      salt=settings.salt(), language=lang.current(), limits=limits)
     counts = {"done": 0, "not graded": 0, "skipped": 0}
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[counts]}"))

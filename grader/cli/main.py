@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from rich.console import Console
 
-from grader import lang
+from grader import lang, settings
 from grader.cli import grading, learning
 from grader.cli.parse import EXIT_GRADER_FAILED, asked_language, build_parser, speaking
 from grader.host.limits import WorkerStartError
@@ -58,7 +58,7 @@ def run() -> None:
               file=sys.stderr)
         code = EXIT_GRADER_FAILED
     except Exception as error:
-        if os.environ.get("GRADER_DEBUG"):
+        if settings.debug():
             raise
         print(f"grader: internal error: {clean(f'{type(error).__name__}: {error}', newlines=False)} "
               "(set GRADER_DEBUG=1 for details)",

@@ -17,6 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from grader import settings
 from grader.host.limits import Limits
 from grader.inside.shared import processes
 from grader.inside.shared.processes import SANDBOX_UID
@@ -57,7 +58,7 @@ def bwrap_problem() -> str | None:
 
 def stage_parent() -> str:
     """Where sandboxes' stages go: GRADER_STAGE_DIR (a batch's own folder), else the temporary folder."""
-    return os.environ.get("GRADER_STAGE_DIR") or tempfile.gettempdir()
+    return settings.stage_dir() or tempfile.gettempdir()
 
 
 def _namespaces() -> list[str]:
@@ -103,7 +104,7 @@ def python_paths() -> tuple[str, ...]:
 
 def _bwrap() -> str | None:
     """The bubblewrap program: GRADER_BWRAP where set, else `bwrap` on PATH."""
-    return os.environ.get("GRADER_BWRAP") or shutil.which("bwrap")
+    return settings.bwrap() or shutil.which("bwrap")
 
 
 def bwrap_command(stage: Path | None, device: str, limits: Limits, *, more: tuple[str, ...] = ()) -> list[str]:

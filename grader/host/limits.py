@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import os
+
+from grader import settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,9 +35,10 @@ class Limits:
     def from_environment(cls) -> Limits:
         """Defaults, overridden by GRADER_MEMORY_LIMIT_MB, GRADER_CALL_TIMEOUT_S and GRADER_SCRATCH_MB where set."""
         limits = cls()
-        memory = os.environ.get("GRADER_MEMORY_LIMIT_MB")
-        timeout = os.environ.get("GRADER_CALL_TIMEOUT_S")
-        scratch = os.environ.get("GRADER_SCRATCH_MB")
+        given = settings.limits()
+        memory = given.get("GRADER_MEMORY_LIMIT_MB")
+        timeout = given.get("GRADER_CALL_TIMEOUT_S")
+        scratch = given.get("GRADER_SCRATCH_MB")
         try:
             if memory:
                 limits = dataclasses.replace(limits, memory_bytes=int(memory) * 2**20)

@@ -30,6 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from grader import settings
 from grader.host import scratch, shmem, trees
 from grader.host.limits import Limits, WorkerStartError
 from grader.host.spawned import PortableWorker
@@ -61,7 +62,7 @@ BOOTSTRAP = (
 
 def requested() -> str:
     """GRADER_WORKERS: `auto` (spawn where there is no zygote: not Linux), `fork` (the zygote) or `spawn`."""
-    wanted = os.environ.get("GRADER_WORKERS", "auto") or "auto"
+    wanted = settings.workers()
     if wanted not in ("auto", "fork", "spawn"):
         raise ValueError(f"GRADER_WORKERS={wanted!r} is not a way to start workers: use auto, fork or spawn")
     if wanted == "fork" and not sys.platform.startswith("linux"):
@@ -77,7 +78,7 @@ def wanted() -> bool:
 
 def reason() -> str:
     """Why this machine grades at the `none` tier with spawned workers, for the report's warning."""
-    if os.environ.get("GRADER_WORKERS") == "spawn":
+    if settings.workers() == "spawn":
         return tr("GRADER_WORKERS=spawn is set")
     return tr("{system} has no namespaces, seccomp or Landlock", system=_system())
 

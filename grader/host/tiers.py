@@ -30,6 +30,7 @@ from importlib import metadata
 from pathlib import Path
 from urllib.parse import unquote
 
+from grader import settings
 from grader.host import reach
 from grader.inside.shared import libseccomp, processes
 from grader.inside.shared.processes import SANDBOX_UID
@@ -69,7 +70,7 @@ def mark_unsafe(tier: str, reason: str) -> None:
 def requested(wanted: str | None = None) -> str:
     """The tier asked for: `wanted` where a job carries it (grader batch's slots, a Dask worker), else this process's
     GRADER_SANDBOX, else auto."""
-    wanted = (os.environ.get("GRADER_SANDBOX", "auto") if wanted is None else wanted) or "auto"
+    wanted = (settings.sandbox() if wanted is None else wanted) or "auto"
     if wanted not in ("auto", "user", "none"):
         raise ValueError(f"GRADER_SANDBOX={wanted!r} is not a tier you can ask for: use auto, user or none")
     return wanted
@@ -163,7 +164,7 @@ def landlock_abi() -> int:
 
     GRADER_LANDLOCK=off makes it 0 here too: how the kit's tests reproduce a kernel without it.
     """
-    if not sys.platform.startswith("linux") or os.environ.get("GRADER_LANDLOCK") == "off":
+    if not sys.platform.startswith("linux") or settings.landlock_off():
         return 0
     try:
         import landlock

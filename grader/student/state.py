@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import platformdirs
 
+from grader import settings
 from grader.curriculum import BY_ID
 from grader.grade.reports import GradeReport, write_json
 from grader.grade.scoring import ExerciseStatus
@@ -53,7 +53,7 @@ def _read(path: Path, schema: str) -> dict[str, Any]:
 
 def state_folder() -> Path:
     """Where the state is kept: `GRADER_STATE_DIR`, else the user's state folder."""
-    chosen = os.environ.get(STATE_ENV)
+    chosen = settings.state_dir()
     return Path(chosen) if chosen else Path(platformdirs.user_state_dir("attention-kit", appauthor=False))
 
 

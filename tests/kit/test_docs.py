@@ -340,3 +340,7 @@ def test_every_environment_variable_the_grader_reads_is_in_the_table():
              for name in re.findall(r"[\"'](GRADER_[A-Z_]+)[\"']", path.read_text(encoding="utf-8"))}
     assert len(named) >= 10, named
     assert not [name for name in sorted(named) if f"`{name}" not in table], "not in the Environment table"
+    from grader.settings import VARIABLES
+
+    rows = set(re.findall(r"^\| `(GRADER_[A-Z_]+)", table, re.MULTILINE))
+    assert rows == set(VARIABLES), f"the table and grader/settings.py's VARIABLES differ: {rows ^ set(VARIABLES)}"

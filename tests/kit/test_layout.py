@@ -18,6 +18,7 @@ exports `run`), so counting it under all of them would make every package a cycl
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections import Counter, deque
 from functools import cache
@@ -36,7 +37,7 @@ SANDBOX_PACKAGES = {"torch", "safetensors", "seccomp", "pyseccomp", "landlock"}
 # the notebook's face (`grader.check`), which no module imports. docs/architecture.md#layers says why each is where.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("inside",),  # the sandbox side: imports only itself (test_the_sandbox_side_imports_only_what_the_sandbox_offers)
-    ("kit", "lang", "text", "curriculum", "markers", "extract"),  # what every layer says and knows
+    ("kit", "settings", "lang", "text", "curriculum", "markers", "extract"),  # what every layer says and knows
     ("intake",),
     ("host",),
     ("judge", "testing"),
@@ -343,3 +344,53 @@ def test_both_worker_backends_are_what_their_protocol_says(protocol: str, implem
         elif member not in _instance_attributes(cls) and not hasattr(cls, member):
             problems.append(f"no attribute {member}")
     assert not problems, f"{implementation} is not a {protocol}: " + "; ".join(problems)
+
+
+def _environment_reads(path: Path) -> list[str]:
+    """Where a module reads a `GRADER_*` variable from the process's environment: os.environ.get("GRADER_..."),
+    os.environ["GRADER_..."], os.getenv("GRADER_..."), and the same on a name `environ` imported from os."""
+    found = []
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    from_os = any(isinstance(node, ast.ImportFrom) and node.module == "os" and
+                  any(alias.name == "environ" for alias in node.names) for node in ast.walk(tree))
+    readers = ("os.environ", "os.getenv", *(("environ",) if from_os else ()))  # not a mapping handed in as a parameter
+    for node in ast.walk(tree):
+        key = receiver = None
+        if isinstance(node, ast.Call) and node.args and isinstance(node.func, ast.Attribute):
+            key, receiver = node.args[0], node.func.value if node.func.attr == "get" else node.func
+        elif isinstance(node, ast.Subscript):
+            key, receiver = node.slice, node.value
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.startswith("GRADER_")):
+            continue
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            continue  # an environment built for a child: data handed down, not read
+        text = ast.unparse(receiver)
+        if text in readers:
+            found.append(f"{path.relative_to(GRADER.parent)}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_only_settings_reads_the_graders_environment():
+    """`grader.settings` is the one module that reads a GRADER_* variable from the environment (docs/grading.md's
+    table lists its VARIABLES); everything else asks it, or is handed what was decided as data."""
+    from grader import settings
+
+    reads = [read for path in _modules(GRADER) if path != GRADER / "settings.py" for read in _environment_reads(path)]
+    assert not reads, "read settings through grader.settings:\n" + "\n".join(reads)
+    assert _environment_reads(GRADER / "settings.py") == [], "settings reads through _read, checked against VARIABLES"
+    source = (GRADER / "settings.py").read_text(encoding="utf-8")
+    assert set(re.findall(r'"(GRADER_[A-Z_]+)"', source)) == set(settings.VARIABLES), "a variable not in VARIABLES"
+
+
+def test_the_environment_check_finds_every_way_of_reading(tmp_path: Path):
+    sample = tmp_path / "sample.py"
+    sample.write_text('import os\nfrom os import environ\na = os.environ.get("GRADER_X")\nb = os.environ["GRADER_Y"]\n'
+                      'c = os.getenv("GRADER_Z")\nd = environ.get("GRADER_W")\nenv = {}\nenv["GRADER_V"] = "1"\n'
+                      'e = os.environ.get("HOME")\n')
+    global GRADER
+    saved, GRADER = GRADER, tmp_path / "grader"
+    try:
+        assert [line.split(": ", 1)[1] for line in _environment_reads(sample)] == [
+            "os.environ.get('GRADER_X')", "os.environ['GRADER_Y']", "os.getenv('GRADER_Z')", "environ.get('GRADER_W')"]
+    finally:
+        GRADER = saved
