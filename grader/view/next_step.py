@@ -2,6 +2,8 @@
 `grader watch`).
 
 The step is the first unfinished exercise, in curriculum order, of those the view graded: not started or failing.
+Only the tracks the view graded count: a check of the second track never sends a student to the first one's
+exercises, which its release may not even hold (but to one that blocks it, whatever its track).
 An exercise the view did not grade is unknown, never done (its file may have changed since it was last checked), so
 the step says which ones it could not see rather than count them finished.
 """
@@ -12,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from grader.curriculum import BY_ID, EXERCISES
+from grader.curriculum import BY_ID, EXERCISES, FIRST, TRACK_OF
 from grader.grade.results import ExerciseResult, ExerciseStatus
 from grader.lang import listed, tr
 
@@ -43,7 +45,9 @@ class NextStep:
 def next_step(results: Iterable[ExerciseResult]) -> NextStep:
     """The step `results` (each exercise's latest, graded in this view) leave: see the module's docstring."""
     graded = {result.id: result for result in results}
-    order = [exercise.id for exercise in EXERCISES]
+    tracks = {TRACK_OF[exercise_id] for exercise_id in graded if exercise_id in TRACK_OF} or {FIRST}
+    order = [exercise.id for exercise in EXERCISES if TRACK_OF[exercise.id] in tracks]
+    position = {exercise.id: number for number, exercise in enumerate(EXERCISES)}  # a blocker may be of another track
     not_graded: list[str] = []
     not_submitted: list[str] = []
     step: tuple[str, ExerciseStatus] | None = None
@@ -55,9 +59,9 @@ def next_step(results: Iterable[ExerciseResult]) -> NextStep:
             not_submitted.append(exercise_id)
         elif result.status not in FINISHED:
             # Blocked: a prerequisite (earlier in the curriculum) failed its own tests, run with this exercise's.
-            blocker = min(result.blocked_by, key=order.index, default=None)
+            blocker = min((b for b in result.blocked_by if b in position), key=position.__getitem__, default=None)
             step = (blocker, ExerciseStatus.FAILING) if blocker else (exercise_id, result.status)
-            not_graded = [e for e in not_graded if order.index(e) < order.index(step[0])]
+            not_graded = [e for e in not_graded if position[e] < position[step[0]]]
             break
     return NextStep(step[0] if step else None, step[1] if step else None, tuple(not_graded),
                     tuple(not_submitted), sum(r.status == ExerciseStatus.NOT_STARTED for r in graded.values()),

@@ -204,3 +204,12 @@ def test_the_next_step_is_the_first_unfinished_exercise_and_names_what_the_view_
     absent = [result(e, "done", absent="not in this submission") for e in ("masking", "head_attention")]
     assert "the next, masking, is not in this submission" in line(result("attention", "done"), *absent)
     assert line(*(result(e.id, "done") for e in EXERCISES)) == "Every exercise is done."
+    # Only the tracks graded count: a check of the second track never sends its student to the first one.
+    assert "first not known to be done is kv_cache, not checked in this run" in line(result("rope", "done"))
+    modern = [e.id for e in EXERCISES if e.id not in ("attention", "masking", "head_attention", "multi_head_attention",
+                                                      "positional_encoding", "sublayers", "encoder", "decoder",
+                                                      "transformer")]
+    assert line(*(result(e, "done") for e in modern)) == "Every exercise is done.", modern
+    assert line(result("kv_cache", "failing", blocked_by=("rope",))).startswith("Next: fix rope in exercises/rope.py")
+    crossed = result("kv_cache", "failing", blocked_by=("attention",))  # a prerequisite of another track still blocks
+    assert line(result("rope", "done"), crossed).startswith("Next: fix attention in exercises/attention.py")
