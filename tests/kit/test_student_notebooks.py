@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.curriculum import BY_ID
+from grader.curriculum import BY_ID, TRACKS, with_prerequisites
 from grader.release import build
 from grader.student import notebooks
 
@@ -44,9 +44,12 @@ def test_each_notebook_teaches_its_stub_and_ends_with_the_check():
 
 
 def test_the_student_release_ships_the_notebooks(tmp_path: Path):
-    written = build(tmp_path / "student")
-    assert sorted(p.name for p in written if p.parts[0] == notebooks.FOLDER) == sorted(
-        notebooks.name_of(e) for e in BY_ID.values())
+    """A release ships the notebook of every exercise it ships: the first track's by default, the second's with
+    --track modern (numbered as in the curriculum: 10-rope first)."""
+    for track in TRACKS:
+        written = build(tmp_path / track.id, track=track.id)
+        assert sorted(p.name for p in written if p.parts[0] == notebooks.FOLDER) == sorted(
+            notebooks.name_of(e) for e in with_prerequisites(track)), track.id
 
 
 def _run(path: Path, *, path_told: bool = True, unsaved: dict[str, str] | None = None) -> nbformat.NotebookNode:

@@ -107,3 +107,29 @@ def test_every_test_of_a_prerequisite_names_what_it_exercises(collected):
     by_id = {nodeid.split("::")[1]: names for nodeid, _, names in collected}
     assert by_id["test_causal_mask_is_zero_below_and_minus_infinity_above"] == ["causal_mask"]
     assert by_id["test_causal_average_keeps_the_shape"] == ["causal_average"]
+
+
+def test_a_run_grades_one_track_chosen_by_its_exercises_its_option_or_the_kits_default(tmp_path: Path):
+    """select(): no exercise and no track is the kit's default track (the first, or a release's own); exercises named
+    choose theirs; --track names one; exercises of two tracks, or of another track than --track, are refused."""
+    from grader.curriculum import EXERCISES, FIRST, MODERN, RELEASE_TRACK
+    from grader.grade.selection import UsageError, select
+
+    root = tmp_path / "kit"
+    (root / "tests" / "public").mkdir(parents=True)
+    for exercise in EXERCISES:
+        (root / "tests" / "public" / f"test_{exercise.id}.py").write_text("")
+    assert select(None, "public", root=root).exercises == FIRST.ids
+    assert select(["rope"], "public", root=root).track == "modern"
+    assert select(None, "public", root=root, track="modern").exercises == MODERN.ids
+    kv = select(["kv_cache"], "public", root=root)
+    assert kv.exercises == ("kv_cache",) and kv.prerequisites == ("rope",), kv  # its prerequisite's tests run too
+    for exercises, track in ((["rope", "attention"], None), (["attention"], "modern")):
+        with pytest.raises(UsageError, match="grade one track at a time"):
+            select(exercises, "public", root=root, track=track)
+    with pytest.raises(UsageError, match="unknown track 'ancient'"):
+        select(None, "public", root=root, track="ancient")
+    (root / RELEASE_TRACK).parent.mkdir(parents=True)
+    (root / RELEASE_TRACK).write_text("modern\n")  # what `grader release --track modern` writes
+    assert select(None, "public", root=root).exercises == MODERN.ids
+    assert select(["attention"], "public", root=root).exercises == ("attention",)
