@@ -322,6 +322,34 @@ def sliding_window_scenario(run: ScenarioRun) -> None:
     run.record("RollingKVCache(3), updates of 2, 1, 1 and 3 positions", rolled)
 
 
+def tiny_gpt_scenario(run: ScenarioRun) -> None:
+    """The reference's weights reach a TinyGPT only through its parameters' names (inner names are free): one that
+    names its layers otherwise gets other weights, agrees with no known mistake on any output, and is never named;
+    one that keeps llama's names (attention.wq, feed_forward.w1, ...) is compared output for output."""
+    def make(impl: Implementation) -> Built:
+        return impl.tiny_gpt.TinyGPT(11, dim=16, n_heads=4, n_kv_heads=2, n_layers=2, max_seq_len=64)
+
+    def decoded(m: Built, idx: torch.Tensor, schedule: tuple[int, ...]) -> object:
+        """The logits of each call, each chunk fed with the cache the previous call returned, and how many numbers
+        the last cache holds (its layout is free; its size is not: n_kv_heads wide)."""
+        outs, cache, start = [], None, 0
+        for size in schedule:
+            logits, cache = m(idx[:, start:start + size]) if cache is None else m(idx[:, start:start + size], cache)
+            outs.append(logits)
+            start += size
+        return (*outs, _numel(cache))
+
+    m = run.module("TinyGPT", make)
+    idx = run.tokens(11, 2, 8)
+    run.record("one call on 8 tokens", lambda: decoded(m, idx, (8,)))
+    run.record("prompt of 3, then 5 steps", lambda: decoded(m, idx, (3, 1, 1, 1, 1, 1)))
+    run.record("prompt of 3, then a chunk of 5", lambda: decoded(m, idx, (3, 5)))
+    m64 = run.module("TinyGPT", make, dtype=F64)
+    idx1 = run.tokens(11, 1, 5)
+    run.record("float64, batch of one, prompt of 2 then 3 steps", lambda: decoded(m64, idx1, (2, 1, 1, 1)))
+    run.record("generate 4 after a prompt of 3", lambda: run.impl.tiny_gpt.generate(m, idx[:, :3], 4))
+
+
 SCENARIOS: dict[str, Callable[[ScenarioRun], None]] = {
     "attention": attention_scenario,
     "masking": masking_scenario,
@@ -337,6 +365,7 @@ SCENARIOS: dict[str, Callable[[ScenarioRun], None]] = {
     "grouped_query_attention": grouped_query_attention_scenario,
     "flash_attention": flash_attention_scenario,
     "sliding_window": sliding_window_scenario,
+    "tiny_gpt": tiny_gpt_scenario,
 }
 
 
@@ -469,3 +498,15 @@ def _torch_calls(fn: Callable[..., object], *args: object) -> int:
     with CountCalls():
         fn(*args)
     return calls
+
+
+def _numel(cache: object) -> object:
+    """How many numbers a cache of any layout holds: its tensors counted through tuples, lists and dicts."""
+    if isinstance(cache, torch.Tensor):
+        return cache.numel()
+    if isinstance(cache, dict):
+        cache = list(cache.values())
+    if isinstance(cache, (tuple, list)):
+        sizes = [_numel(part) for part in cache]
+        return sum(sizes) if all(isinstance(n, int) for n in sizes) else "<cache>"
+    return "<cache>"
