@@ -357,7 +357,7 @@ def baselines(checker: WarmChecker, files: dict[str, str], exercises: list[str],
     submission = write_submission(work / "reference", files)
     found: dict[str, float] = {}
     for exercise in exercises:
-        score, failed, problem = exercise_score(checker.check(submission, exercise), exercise)
+        score, failed, problem = exercise_score(checker.check(submission, [exercise]), exercise)
         if score is None or failed:
             checker.close()
             raise SystemExit(f"the reference does not pass {exercise}'s quick tests, so no mutant can be judged: "
@@ -369,7 +369,7 @@ def baselines(checker: WarmChecker, files: dict[str, str], exercises: list[str],
 def grade(checker: WarmChecker, mutant: Mutant, files: dict[str, str], baseline: float, work: Path,
           equivalent: bool) -> Graded:
     submission = write_submission(Path(tempfile.mkdtemp(dir=work)) / "submission", files, mutant)
-    score, failed, problem = exercise_score(checker.check(submission, mutant.exercise), mutant.exercise)
+    score, failed, problem = exercise_score(checker.check(submission, [mutant.exercise]), mutant.exercise)
     killed = score is None or score < baseline - 1e-9 or bool(failed)  # the reference fails none (`baselines`)
     fate = Fate.EQUIVALENT if equivalent else Fate.KILLED if killed else Fate.SURVIVED
     return Graded(mutant, fate, score, baseline, failed, problem)
@@ -385,11 +385,11 @@ def confirm_in_full(results: dict[str, list[Graded]], survivors: list[Graded], f
         with tempfile.TemporaryDirectory(prefix="mutation-score-full-") as folder:
             work = Path(folder)
             reference = write_submission(work / "reference", files)
-            full_baseline = {exercise: exercise_score(checker.check(reference, exercise), exercise)[0]
+            full_baseline = {exercise: exercise_score(checker.check(reference, [exercise]), exercise)[0]
                              for exercise in {one.mutant.exercise for one in survivors}}
             for one in survivors:
                 submission = write_submission(Path(tempfile.mkdtemp(dir=work)) / "submission", files, one.mutant)
-                score = exercise_score(checker.check(submission, one.mutant.exercise), one.mutant.exercise)[0]
+                score = exercise_score(checker.check(submission, [one.mutant.exercise]), one.mutant.exercise)[0]
                 confirmed[id(one)] = replace(one, full_score=-1.0 if score is None else score,
                                              full_baseline=full_baseline[one.mutant.exercise])
     finally:
@@ -441,7 +441,7 @@ def report(results: dict[str, list[Graded]], equivalents: dict[str, str]) -> tup
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--exercise", action="append", choices=[exercise.id for exercise in EXERCISES],
-                        help="an exercise to mutate (repeatable; default: all nine)")
+                        help="an exercise to mutate, of either track (repeatable; default: every exercise of both)")
     parser.add_argument("--limit", type=int, help="at most N mutants per exercise (a quick try)")
     parser.add_argument("--jobs", type=int, default=1, help="warm grading processes side by side (one per core)")
     parser.add_argument("--json", type=Path, help="write every mutant's result here")
