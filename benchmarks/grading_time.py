@@ -3,7 +3,9 @@
 All commands run alternately in one session, so they see the same machine load; medians are
 compared as ratios against the torch import. Goals: `attention` alone at most 2x (issue 2); the
 first five exercises at most 6x (issue 3); the whole curriculum is reported with and without the
-capstone (`--quick`) (issue 4), within 4x with it (issue 48). Rows whose tests are not installed yet are skipped.
+capstone (`--quick`) (issue 4), within 4x with it (issue 48); each exercise of the second track (`--track modern`)
+alone at most 2x (issue 50), `tiny_gpt` with its capstone and without (`--quick`). Rows whose tests are not
+installed yet are skipped; `--only-modern` times only the torch import, `attention` and the second track's rows.
 
 Every command runs with Python's bytecode cache on, as a user's does: an environment that sets
 PYTHONDONTWRITEBYTECODE (some containers do) would otherwise make the kit compile its own sources on every run,
@@ -24,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FIRST_FIVE = ("attention", "masking", "head_attention", "multi_head_attention", "positional_encoding")
 ALL = (*FIRST_FIVE, "sublayers", "encoder", "decoder", "transformer")
+MODERN = ("rope", "kv_cache", "grouped_query_attention", "flash_attention", "sliding_window", "tiny_gpt")
 # (label, exercises, extra arguments, goal as a multiple of the torch import, or None to report only)
 ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}, "OMP_NUM_THREADS": "1"}
 ROWS: list[tuple[str, tuple[str, ...], tuple[str, ...], float | None]] = [
@@ -31,13 +34,19 @@ ROWS: list[tuple[str, tuple[str, ...], tuple[str, ...], float | None]] = [
     ("grader check <first five exercises>", FIRST_FIVE, (), 6.0),
     ("grader check <all nine> --quick", ALL, ("--quick",), None),
     ("grader check <all nine>", ALL, (), 4.0),
+    *((f"grader check {name}", (name,), (), 2.0) for name in MODERN),
+    ("grader check tiny_gpt --quick", ("tiny_gpt",), ("--quick",), 2.0),
 ]
 
 
-def wall(command: list[str]) -> float:
+def wall(command: list[str]) -> float | None:
+    """The command's wall time; None, with its exit code and last line of stderr printed, when it failed."""
     started = time.perf_counter()
-    subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   env=ENV)
+    done = subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or [""])[-1]
+        print(f"FAILED (exit {done.returncode}): {' '.join(command[2:])}: {last}", file=sys.stderr, flush=True)
+        return None
     return time.perf_counter() - started
 
 
@@ -45,10 +54,10 @@ def installed(exercises: tuple[str, ...]) -> bool:
     return all((ROOT / "tests" / "public" / f"test_{name}.py").is_file() for name in exercises)
 
 
-def main(rounds: int, device: str = "auto") -> None:
+def main(rounds: int, device: str = "auto", only_modern: bool = False) -> None:
     commands = {"python -c 'import torch'": ([sys.executable, "-c", "import torch"], None)}
     for label, exercises, extra, goal in ROWS:
-        if installed(exercises):
+        if installed(exercises) and (not only_modern or exercises[0] in MODERN or exercises == ("attention",)):
             command = [sys.executable, "-m", "grader", "check", *exercises, *extra, "--submission", "solutions",
                        "--device", device]
             commands[label] = (command, goal)
@@ -57,13 +66,18 @@ def main(rounds: int, device: str = "auto") -> None:
     times: dict[str, list[float]] = {label: [] for label in commands}
     for _ in range(rounds):
         for label, (command, _) in commands.items():
-            times[label].append(wall(command))
+            if (seconds := wall(command)) is not None:
+                times[label].append(seconds)
     baseline = statistics.median(times["python -c 'import torch'"])
     for label, (_, goal) in commands.items():
+        if not times[label]:
+            print(f"{label:42s} failed in every run")
+            continue
         median = statistics.median(times[label])
         ratio = "" if label.startswith("python") else f"  ratio {median / baseline:5.2f}x"
         goal_text = "" if goal is None else f" (goal: at most {goal:g}x)"
-        print(f"{label:38s} median {median:6.2f} s over {rounds} runs{ratio}{goal_text}")
+        runs = f"{len(times[label])} runs" + ("" if len(times[label]) == rounds else f" ({rounds} tried)")
+        print(f"{label:42s} median {median:6.2f} s over {runs}{ratio}{goal_text}")
 
 
 def capstone_times(seeds: range, variants: list[str], device: str = "auto") -> None:
@@ -104,6 +118,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--capstone-only", action="store_true", help="skip the start-up timings")
+    parser.add_argument("--only-modern", action="store_true",
+                        help="time only the torch import, attention and the second track's exercises")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="graded with --device (the capstone rows train on it too)")
     parser.add_argument("--capstone-seeds", type=int, default=3, help="task seeds 0..N-1 for the capstone rows")
@@ -111,5 +127,5 @@ if __name__ == "__main__":
                         help="also time this transformer.py (repeatable)")
     arguments = parser.parse_args()
     if not arguments.capstone_only:
-        main(arguments.rounds, arguments.device)
+        main(arguments.rounds, arguments.device, arguments.only_modern)
     capstone_times(range(arguments.capstone_seeds), arguments.capstone_variant, arguments.device)
