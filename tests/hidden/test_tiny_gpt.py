@@ -124,15 +124,23 @@ def test_every_parameter_gets_a_gradient(impl, device, seed):
 
 # --- the capstone: it must learn -----------------------------------------------------------------
 
-# The kit's task (grader/inside/shared/induction.py): rows of `period` distinct random tokens repeated, the period
-# drawn per row from 3..8, so no fixed offset predicts every row: only an induction head does. The worker trains on
+# The kit's task (grader/inside/shared/induction.py): rows of `period` distinct random tokens of 8 repeated, the period
+# drawn per row from 3..6, so no fixed offset predicts every row: only an induction head does. The worker trains on
 # rows it draws from a seed drawn here per grading; the held-out rows, drawn here too, reach the worker one token per
-# call once training is over. Calibrated on the reference (1.7-2.8 s of one core, 105-118 steps to the stop, 99.9%
-# of the held-out predictions on 6 seeds); without RoPE a TinyGPT still learns some induction through the causal mask
-# alone, 91% after the whole budget, which the threshold must refuse.
-TASK = {"vocab": 16, "length": 24, "periods": (3, 8)}
-TRAINING = {"steps": 400, "batch": 32, "lr": 3e-3, "stop_below": 0.05}
-N_TEST, THRESHOLD = 128, 0.97
+# call once training is over. Initialisation is not part of the contract, and the budget is the slowest correct
+# style's: the head tied to tok_embed with N(0, 0.02) weights stops at 423-1058 steps on 9 of 10 draws (nanoGPT's
+# initialisation, 5 draws: 98.3-98.8% of the held-out predictions, 6-15 s of one core), and on one draw of the
+# version without nanoGPT's smaller residual projections never reaches the stop: 95.8% after 1500 steps, 98.0% after
+# 2000, 98.5% after 3000. Untied N(0, 0.02) stops at 148-199 steps (99.3-99.7%), Hugging Face's llama at 139-192
+# (98.5-99.5%), torchtitan's llama at 131-328 (98.5-100%), the reference at 85-97 (99.6-100%, 1.5 s). On 16 tokens
+# with periods 3..8 the tied head predicted 73-79% after 1000 steps (3 draws). A TinyGPT without a causal mask reads
+# the token it predicts in training and cannot one token at a time: 49-63% on 4 draws. Without RoPE a TinyGPT learns
+# this task too, through what the causal mask tells of positions (99% at its stop, 329-339 steps; 97% after 1000
+# steps on 16 tokens, where the tied head had 73-79%): no budget passes the tied head and fails it, and the public
+# suite's token order test is what catches it.
+TASK = {"vocab": 8, "length": 24, "periods": (3, 6)}
+TRAINING = {"steps": 2000, "batch": 32, "lr": 3e-3, "stop_below": 0.05}
+N_TEST, THRESHOLD = 128, 0.95
 
 
 def draw_task(seed):
@@ -152,7 +160,7 @@ def accuracy(logits, rows, period):
 @pytest.mark.points(12)
 @pytest.mark.slow
 @pytest.mark.warm_worker  # torch.optim's first step imports torch._dynamo
-@pytest.mark.call_timeout(60)
+@pytest.mark.call_timeout(240)  # the slowest correct draw: 30 s of one core for 2000 steps, more when loaded
 def test_capstone_trained_model_continues_fresh_rows_by_induction(impl, device, seed):
     train_seed, rows, period, prompt = draw_task(seed)
     impl.torch.manual_seed(train_seed)
