@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from grader import inside
-from grader.curriculum import SUBMISSION_FILES
+from grader.curriculum import SUBMISSION_FILES, TRACKS
 from grader.intake import notebook, stubs
 from grader.lang import tr
 from grader.text import clean
@@ -115,7 +115,8 @@ def _found(loaded: Submission, where: str, *, depth: str) -> Submission:
     if loaded.files:
         return loaded
     ignored = tr(" ({notes})", notes="; ".join(loaded.notes)) if loaded.notes else ""
-    expected = f"{SUBMISSION_FILES[0]}, {SUBMISSION_FILES[1]}, ..., {SUBMISSION_FILES[-1]}"
+    expected = "; ".join(f"{track.exercises[0].file}, {track.exercises[1].file}, ..., {track.exercises[-1].file}"
+                         for track in TRACKS if len(track.exercises) > 2)  # each track's: a student knows one
     raise SubmissionInputError(tr(
         "no exercise file found in {where}{ignored}: looked at its top and in the folders below it ({depth}) for "
         "{expected} (the files of the kit's exercises/ folder) and for notebooks (.ipynb) defining them",

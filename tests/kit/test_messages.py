@@ -71,6 +71,7 @@ def test_a_folder_without_exercise_files_is_one_line_saying_where_it_looked(grad
     line = one_line_usage_error(grader_cli.run("check", "--submission", str(tmp_path / "alice")))
     assert "no exercise file found in the folder" in line and "alice" in line, line
     assert "attention.py" in line and "transformer.py" in line and "exercises/" in line, line
+    assert "rope.py" in line and "tiny_gpt.py" in line, line  # the second track's too
 
 
 def test_a_zip_without_exercise_files_is_one_line_saying_where_it_looked(grader_cli, tmp_path: Path):
