@@ -51,8 +51,7 @@ MISTAKES = (
         why="Norms the residual stream after each sublayer (the 2017 Transformer's post-norm), not each sublayer's "
             "input.",
         diagnosis=("the blocks norm the residual stream after each sublayer (post-norm): norm each sublayer's input "
-                   "and add its output to the stream untouched, x = x + attention(attention_norm(x)), then "
-                   "x = x + feed_forward(ffn_norm(x))."),
+                   "instead, x = x + attention(attention_norm(x)), then x = x + feed_forward(ffn_norm(x))."),
         edits=(
             ("        h, cache = self.attention(self.attention_norm(x), cache)\n        x = x + h\n"
              "        return x + self.feed_forward(self.ffn_norm(x)), cache\n",

@@ -56,7 +56,7 @@ def test_cached_decoding_equals_one_call_at_random_lengths(impl, device, seed, n
         start += size
     got = torch.cat(steps, dim=1)
     gap = (got - want).abs().amax(dim=(0, 2))
-    bad = torch.nonzero(gap > 1e-8)
+    bad = torch.nonzero(gap > 1e-5)  # float32 rounding inside (llama's x.float()) passes, a wrong cache does not
     assert len(bad) == 0, (
         tr("TinyGPT(n_heads={n_heads}, n_kv_heads={n_kv_heads}, n_layers={n_layers}) fed in random chunks with the "
            "cache: the logits at position {t} of {length} differ from one call on the whole sequence by {gap} "

@@ -14,7 +14,9 @@ from grader.testing import N_, describe, expect_tensor, hint_suffix, load_parame
 
 VOCAB, DIM, N_HEADS, N_KV_HEADS, N_LAYERS, MAX_SEQ_LEN = 13, 32, 4, 2, 2, 48
 HEAD_DIM = DIM // N_HEADS
-F64_ATOL = 1e-8  # float64 rounding is ~1e-15; a cache that is wrong is wrong by far more
+# float64 rounding is ~1e-15, but correct code may compute in float32 inside (Meta's llama: x.float() in RMSNorm, the
+# softmax and RoPE), ~1e-8 here; a cache that is wrong is wrong by far more (1e-3 and up).
+F64_ATOL = 1e-5
 
 
 def build(impl, device, *, dtype=torch.float32, **sizes):

@@ -1,7 +1,8 @@
-"""Meta's llama written out (model.py's RMSNorm, complex-number RoPE from precompute_freqs_cis, repeat_kv, a SwiGLU
-whose hidden width is 2/3 of 4 * dim rounded up to multiple_of, the cache (B, T_seen, n_kv_heads, head_dim)), with
-torchtitan's initialisation for training from scratch: N(0, 1) embeddings, truncated N(0, 0.02) projections, the
-output projections' std shrunk with depth, the head's truncated N(0, dim ** -0.5)."""
+"""Meta's llama as its model.py writes it, float32 inside whatever the input (x.float() in RMSNorm, RoPE's complex
+product and the softmax): its RMSNorm, complex-number RoPE from precompute_freqs_cis, repeat_kv, a SwiGLU whose hidden
+width is 2/3 of 4 * dim rounded up to multiple_of, the cache (B, T_seen, n_kv_heads, head_dim); with torchtitan's
+initialisation for training from scratch: N(0, 1) embeddings, truncated N(0, 0.02) projections, the output
+projections' std shrunk with depth, the head's truncated N(0, dim ** -0.5)."""
 
 import math
 
@@ -20,7 +21,7 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
 
     def forward(self, x):
-        return self._norm(x) * self.weight
+        return self._norm(x.float()).type_as(x) * self.weight
 
 
 def precompute_freqs_cis(dim, end, theta=10000.0):
@@ -31,8 +32,8 @@ def precompute_freqs_cis(dim, end, theta=10000.0):
 
 
 def apply_rotary_emb(xq, xk, freqs_cis):
-    xq_ = torch.view_as_complex(xq.reshape(*xq.shape[:-1], -1, 2))
-    xk_ = torch.view_as_complex(xk.reshape(*xk.shape[:-1], -1, 2))
+    xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
     freqs_cis = freqs_cis.view(1, xq_.shape[1], 1, xq_.shape[-1])  # (1, T, 1, head_dim // 2)
     xq_out = torch.view_as_real(xq_ * freqs_cis).flatten(3)
     xk_out = torch.view_as_real(xk_ * freqs_cis).flatten(3)
@@ -79,7 +80,7 @@ class Attention(nn.Module):
         scores = torch.matmul(xq, keys.transpose(2, 3)) / math.sqrt(self.head_dim)
         if mask is not None:
             scores = scores + mask
-        scores = F.softmax(scores, dim=-1)
+        scores = F.softmax(scores.float(), dim=-1).type_as(xq)
         output = torch.matmul(scores, values).transpose(1, 2).contiguous().view(bsz, seqlen, -1)
         return self.wo(output), cache
 
