@@ -56,7 +56,7 @@ class Attention(nn.Module):
         return self.wo(out), cache
 
 
-class FeedForward(nn.Module):
+class MLP(nn.Module):
     """llama's SwiGLU feed-forward: w2(silu(w1(x)) * w3(x)), (B, T, dim) -> (B, T, dim)."""
 
     def __init__(self, dim: int, hidden: int) -> None:
@@ -77,7 +77,7 @@ class Block(nn.Module):
         self.attention_norm = nn.RMSNorm(dim)
         self.attention = Attention(dim, n_heads, n_kv_heads, max_seq_len)
         self.ffn_norm = nn.RMSNorm(dim)
-        self.feed_forward = FeedForward(dim, 4 * dim)
+        self.feed_forward = MLP(dim, 4 * dim)
 
     def forward(self, x: torch.Tensor, cache: tuple[torch.Tensor, torch.Tensor] | None = None
                 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:

@@ -18,7 +18,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from grader.curriculum import EXERCISES
+from grader.curriculum import FIRST
 from grader.intake import notebook
 from grader.intake.submission import Submission, load
 from grader.text import clean
@@ -41,7 +41,7 @@ def _write(path: Path, *cells: str, markdown: str = "# Lab") -> Path:
 def _solutions_notebook(path: Path, *, swap: dict[str, str] | None = None) -> Path:
     """The reference solutions as one notebook, one cell per exercise, with experiments between them."""
     cells = ["!pip install torch\n%matplotlib inline\nimport torch\nprint(torch.__version__)"]
-    for exercise in EXERCISES:
+    for exercise in FIRST.exercises:  # the course: a notebook class of the second track is graded alike
         source = (swap or {}).get(exercise.id) or (SOLUTIONS / exercise.file).read_text()
         cells += [_as_notebook_cell(source), f"for _ in range(3):\n    print({exercise.names[0]!r})"]
     return _write(path, *cells)
@@ -178,7 +178,7 @@ def test_a_class_of_notebooks_scores_as_the_same_code_in_py_files(grader_cli, tm
     for name, swap in (("right", {}), ("wrong", {"attention": wrong})):
         folder = klass / f"{name}-py"
         folder.mkdir()
-        for exercise in EXERCISES:
+        for exercise in FIRST.exercises:
             (folder / exercise.file).write_text(swap.get(exercise.id) or (SOLUTIONS / exercise.file).read_text())
     notebooks = klass / "wrong-notebooks"
     notebooks.mkdir()
@@ -193,7 +193,7 @@ def test_a_class_of_notebooks_scores_as_the_same_code_in_py_files(grader_cli, tm
     scores = {p.stem: {e["id"]: e["score"] for e in json.loads(p.read_text())["exercises"]}
               for p in out.glob("*.json") if p.stem != "summary"}
     assert scores["right-notebook"] == scores["right-zipped"] == scores["right-py"]
-    assert sum(scores["right-py"].values()) == sum(e.points for e in EXERCISES)
+    assert sum(scores["right-py"].values()) == FIRST.points
     assert scores["wrong-notebooks"] == scores["wrong-py"]
     assert scores["wrong-py"]["attention"] < 10
     report = json.loads((out / "right-notebook.json").read_text())
