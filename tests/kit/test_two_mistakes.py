@@ -7,7 +7,9 @@ independent: it is counted and skipped. The pair's own facets stand for the subm
 as `diagnose` would run it on the pair's file), and what a student is told is the mistakes named and the scenario's
 facets it fails (each facet is a call the suite's tests make). Fixing one mistake of a pair leaves the other alone,
 which the catalogue test names (test_diagnosis.py). Where the mistake left hides every trace of the one fixed
-(it raises at every call that shows it, say), nothing can show the fix: such pairs are counted, not failed.
+(it raises at every call that shows it, say), nothing can show the fix: such pairs are counted, not failed; nor can
+anything name both mistakes of such a pair (flash attention holding the whole score matrix runs none of the tiled
+code another mistake is in), so it is left out of the share of pairs both named, and listed.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def _masked(known: diagnosis.KnownFacets, fixed: ObservedMistake, left: Observed
 
 
 def test_two_mistakes_are_both_named_and_fixing_either_shows():
-    both_named, independent, skipped, unseen, masked, lines = 0, 0, 0, [], [], []
+    both_named, independent, skipped, unseen, masked, hidden, lines = 0, 0, 0, [], [], [], []
     for exercise in EXERCISES:
         known = diagnosis.known_facets(exercise)
         assert known is not None
@@ -64,9 +66,12 @@ def test_two_mistakes_are_both_named_and_fixing_either_shows():
             if pair is None:
                 skipped += 1
                 continue
-            pairs_here += 1
             seen = _seen(known, pair.facets)
-            named_here += seen[0] == {a, b}
+            if _masked(known, alone[a], alone[b], pair) or _masked(known, alone[b], alone[a], pair):
+                hidden.append(f"{exercise}: {a} and {b}")  # one leaves no trace: nothing could name both
+            else:
+                pairs_here += 1
+                named_here += seen[0] == {a, b}
             for fixed, left in ((a, b), (b, a)):
                 if _seen(known, alone[left].facets) != seen:
                     continue
@@ -79,8 +84,8 @@ def test_two_mistakes_are_both_named_and_fixing_either_shows():
         lines.append(f"{exercise}: {named_here}/{pairs_here}")
     rate = both_named / independent
     print(f"both named in {both_named}/{independent} independent pairs ({rate:.0%}), {skipped} pairs not "
-          f"independent; " + ", ".join(lines) + f"; {len(masked)} fixes masked by the other mistake: "
-          + ", ".join(masked))
+          f"independent; " + ", ".join(lines) + f"; {len(hidden)} pairs where one mistake hides the other, not "
+          f"counted: " + ", ".join(hidden) + f"; {len(masked)} fixes masked by the other mistake: " + ", ".join(masked))
     assert rate >= GOAL, f"both mistakes named in {rate:.0%} of the pairs ({', '.join(lines)}), the goal is {GOAL:.0%}"
     assert not unseen, "fixing one mistake of a pair changes nothing the student is told:\n" + "\n".join(unseen)
 
