@@ -105,6 +105,48 @@ def report_problems(report: Any) -> list[str]:
     return problems
 
 
+def hidden_suite(exercise: str) -> Any:
+    """tests/hidden/test_<exercise>.py as a module: a capstone's training settings and draws, as its test uses them."""
+    import importlib.util
+
+    path = REPO / "tests" / "hidden" / f"test_{exercise}.py"
+    spec = importlib.util.spec_from_file_location(f"{exercise}_capstone_settings", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def reference_variant(exercise: str) -> Any:
+    """The reference solution of `exercise` as a Variant, beside its correct variants and known mistakes."""
+    from grader.judge.variants import Variant
+
+    source = (REPO / "solutions" / f"{exercise}.py").read_text(encoding="utf-8")
+    return Variant(exercise=exercise, name="reference", source=source, diagnosis=None, origin=REPO / "solutions")
+
+
+@pytest.fixture
+def solution_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[Any, str, str], Any]:
+    """`load(variant, module, name)`: `name` from the solutions' `module` (transformer), in a copy of the reference
+    solutions with the variant's file swapped in (a decoder's mistake, say); imported here, in-process: for the
+    capstones' styles."""
+    import importlib
+
+    from grader.judge import variants
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def load(variant: Any, module: str, name: str) -> Any:
+        package = tmp_path / f"capstone_{variant.exercise}_{variant.name}"
+        package.mkdir()
+        for solution in (REPO / "solutions").glob("*.py"):
+            shutil.copyfile(solution, package / solution.name)
+        variants.write(variant, package)
+        return getattr(importlib.import_module(f"{package.name}.{module}"), name)
+
+    return load
+
+
 def without_timings(value: Any) -> Any:
     """A report (or any JSON value) with every `duration_s` and `seconds` left out: what two gradings of the same
     files must agree on."""

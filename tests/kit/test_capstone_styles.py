@@ -11,13 +11,11 @@ and the decoding are the ones the grading runs (grader/inside/shared/capstone.py
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import shutil
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import hidden_suite, reference_variant
 
 from grader.inside.shared.capstone import greedy_copy, train_copy
 from grader.judge import variants
@@ -39,16 +37,11 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def settings():
-    path = REPO / "tests" / "hidden" / "test_transformer.py"
-    spec = importlib.util.spec_from_file_location("capstone_settings", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return hidden_suite("transformer")
 
 
 def _reference() -> Variant:
-    source = (REPO / "solutions" / "transformer.py").read_text(encoding="utf-8")
-    return Variant(exercise="transformer", name="reference", source=source, diagnosis=None, origin=REPO / "solutions")
+    return reference_variant("transformer")
 
 
 def _styles() -> list[Variant]:
@@ -60,19 +53,9 @@ def _mistake(exercise: str, name: str) -> Variant:
 
 
 @pytest.fixture
-def transformer_of(tmp_path, monkeypatch):
+def transformer_of(solution_with):
     """The Transformer class of the reference solutions with one file swapped for the variant's."""
-    monkeypatch.syspath_prepend(str(tmp_path))
-
-    def load(variant: Variant):
-        package = tmp_path / f"capstone_{variant.exercise}_{variant.name}"
-        package.mkdir()
-        for solution in (REPO / "solutions").glob("*.py"):
-            shutil.copyfile(solution, package / solution.name)
-        variants.write(variant, package)
-        return importlib.import_module(f"{package.name}.transformer").Transformer
-
-    return load
+    return lambda variant: solution_with(variant, "transformer", "Transformer")
 
 
 def _trained(settings, transformer, seed: int) -> tuple[float, int, list[float]]:

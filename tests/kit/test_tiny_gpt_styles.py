@@ -11,13 +11,11 @@ style that trains loss for loss as the reference does on its first draw is the r
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import shutil
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import hidden_suite, reference_variant
 
 from grader.inside.shared.induction import cached_logits, train_induction
 from grader.judge import variants
@@ -34,11 +32,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def settings():
-    path = REPO / "tests" / "hidden" / "test_tiny_gpt.py"
-    spec = importlib.util.spec_from_file_location("tiny_gpt_capstone_settings", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return hidden_suite("tiny_gpt")
 
 
 @pytest.fixture(autouse=True)
@@ -50,8 +44,7 @@ def one_thread():
 
 
 def _reference() -> Variant:
-    source = (REPO / "solutions" / "tiny_gpt.py").read_text(encoding="utf-8")
-    return Variant(exercise="tiny_gpt", name="reference", source=source, diagnosis=None, origin=REPO / "solutions")
+    return reference_variant("tiny_gpt")
 
 
 def _styles() -> list[Variant]:
@@ -59,19 +52,9 @@ def _styles() -> list[Variant]:
 
 
 @pytest.fixture
-def tiny_gpt_of(tmp_path, monkeypatch):
+def tiny_gpt_of(solution_with):
     """The TinyGPT class of the reference solutions with tiny_gpt.py swapped for the variant's."""
-    monkeypatch.syspath_prepend(str(tmp_path))
-
-    def load(variant: Variant):
-        package = tmp_path / f"capstone_{variant.exercise}_{variant.name}"
-        package.mkdir()
-        for solution in (REPO / "solutions").glob("*.py"):
-            shutil.copyfile(solution, package / solution.name)
-        variants.write(variant, package)
-        return importlib.import_module(f"{package.name}.tiny_gpt").TinyGPT
-
-    return load
+    return lambda variant: solution_with(variant, "tiny_gpt", "TinyGPT")
 
 
 def _trained(settings, tiny_gpt, seed: int) -> tuple[float, int, list[float]]:
