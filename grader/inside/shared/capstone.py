@@ -83,18 +83,29 @@ def train_copy(
         tgt = table[src]
         logits = model(src, shifted(tgt))  # (B, L, vocab): the decoder sees the answer shifted right
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), tgt.reshape(-1))
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
-        optimizer.step()
+        losses.append(descend(model, optimizer, loss))
         schedule.step()
-        losses.append(loss.item())
-        if not math.isfinite(losses[-1]):
-            break
-        if stop_below is not None and len(losses) >= window and sum(losses[-window:]) / window < stop_below:
+        if settled(losses, stop_below, window):
             break
     model.eval()
     return {"losses": losses, "seconds": time.perf_counter() - started}
+
+
+def descend(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> float:
+    """One optimizer step on `loss`, its gradients clipped to norm 1; the loss, as a float. (Both capstones' step.)"""
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
+    optimizer.step()
+    return loss.item()
+
+
+def settled(losses: list[float], stop_below: float | None, window: int) -> bool:
+    """Whether training stops now: on a loss that is not a number (the weights are NaN too, no step can mend them),
+    or once the mean loss of the last `window` steps is under `stop_below`."""
+    if not math.isfinite(losses[-1]):
+        return True
+    return stop_below is not None and len(losses) >= window and sum(losses[-window:]) / window < stop_below
 
 
 def shifted(tgt: torch.Tensor) -> torch.Tensor:

@@ -12,14 +12,18 @@ a call that was given a token after the one it predicts; and it computes the acc
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from .capstone import N_, Misshapen  # the first capstone's: a wrong kind of value, said in English for the trusted side
+from .capstone import (  # the first capstone's: a wrong kind of value (said in English for the trusted side), a step
+    N_,
+    Misshapen,
+    descend,
+    settled,
+)
 
 
 def induction_batch(generator: torch.Generator, *, batch: int, length: int, vocab: int,
@@ -62,14 +66,8 @@ def train_induction(
         tokens, keep = tokens.to(device), predictable(period, tokens.size(1)).to(device)
         logits, _ = model(tokens[:, :-1])  # (B, length - 1, vocab): the token after each position
         loss = F.cross_entropy(logits[keep], tokens[:, 1:][keep])
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
-        optimizer.step()
-        losses.append(loss.item())
-        if not math.isfinite(losses[-1]):
-            break
-        if stop_below is not None and len(losses) >= window and sum(losses[-window:]) / window < stop_below:
+        losses.append(descend(model, optimizer, loss))
+        if settled(losses, stop_below, window):
             break
     model.eval()
     return {"losses": losses, "seconds": time.perf_counter() - started}
