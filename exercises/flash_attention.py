@@ -45,8 +45,8 @@ def flash_attention(
 
     `...` is any number of leading dims (batch, heads, ...), the same for all inputs. It must never
     hold a (T_q, T_k) tensor (not the scores, not a mask, not in float16 either): beyond its inputs
-    and outputs it holds a few tiles of about T x block_size. The grader runs it at T = 16384 under
-    a memory limit that a single T x T float32 matrix (1 GiB), or even a T x T bool mask, exceeds.
+    and outputs it holds a few tiles of about T x block_size. The grader runs it at T = 12288 under
+    a memory limit that a single T x T float32 matrix (576 MiB), or even a T x T bool mask, exceeds.
     Gradients come from autograd through the tiles: keep the computation in torch, out of place.
 
     Args:

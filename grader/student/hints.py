@@ -440,7 +440,7 @@ The shapes, for a tile of Bq queries and Bk keys:
 - Causal: compare **global** positions, `j + c > i + r` is blocked (r, c the indices inside the
   tile); tiles entirely above the diagonal can be skipped. Raise `ValueError` when T_q != T_k."""),
         N_("""\
-Memory is graded: at T = 16384 the worker may not hold even a T x T bool mask. So no
+Memory is graded: at T = 12288 the worker may not hold even a T x T bool mask. So no
 `torch.tril(torch.ones(T, T))`, no full scores, not in float16 either: build each tile's mask from
 two `torch.arange`s. The inputs' dtype and device go into every tensor you make (`dtype=q.dtype`,
 `device=q.device`), and the running values are updated out of place (`l = alpha * l + ...`), so
