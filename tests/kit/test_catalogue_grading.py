@@ -231,6 +231,8 @@ CLAIMS: dict[str, frozenset[str]] = {
     "Yours sum to 1 over the vocabulary": frozenset({"transformer/softmax_before_returning_logits"}),
     "a frozen row, as padding_idx": frozenset({"transformer/padding_idx_on_the_embeddings"}),
     "a frozen column, as a mask": frozenset(),
+    "the weights are the softmax over the keys times": frozenset(),
+    "row sums to the same": frozenset({"attention/scaled_after_the_softmax"}),
     "It matches the output of the half-split pairing": frozenset({"rope/half_split_pairing"}),
     "It matches the output of a rotation the other way": frozenset({"rope/rotates_backwards"}),
     "It matches the output when every call's tokens are rotated at positions 0 .. T-1": frozenset({

@@ -59,10 +59,25 @@ def test_each_querys_weights_are_positive_and_sum_to_one(impl, device, seed):
     q, k, v = inputs(device)
     _, p_attn = expect_tuple(impl.attention.attention(q, k, v), 2, name="attention()")
     assert bool((p_attn >= 0).all()), tr("p_attn has negative weights: apply softmax to the scores")
-    assert_close(
-        p_attn.sum(dim=-1), torch.ones(2, 12, device=device), atol=1e-5, name="p_attn.sum(dim=-1)",
-        hint="softmax must run over the last dim (the keys), so that each query's row sums to 1.",
-    )
+    sums = p_attn.sum(dim=-1)
+    assert_close(sums, torch.ones(2, 12, device=device), atol=1e-5, name="p_attn.sum(dim=-1)",
+                 hint=row_sums_hint(q, k, p_attn, sums))
+
+
+def row_sums_hint(q, k, p_attn, sums) -> str:
+    """What rows that do not sum to 1 show. Rows that all sum to one other number were each normalised, then scaled
+    (or never came from a softmax): told that the softmax runs over the wrong dim, the student would look in the wrong
+    place. Weights that are the formula's softmax times that number say more: only what follows the softmax is wrong.
+    Anything else gets the rule."""
+    total = float(sums.mean())
+    if not (math.isfinite(total) and total > 0 and float(sums.max() - sums.min()) <= 1e-5 * total):
+        return tr("softmax must run over the last dim (the keys), so that each query's row sums to 1.")
+    _, expected_p = by_hand(q.double(), k.double(), k.double())  # the weights only: any values with L_k rows
+    if bool(((p_attn.double() - expected_p * total).abs() <= 1e-5 * max(1.0, total)).all()):
+        return tr("every query's row sums to {total}: the weights are the softmax over the keys times {total}. "
+                  "p_attn is the softmax's output, with nothing applied after it.", total=format(total, ".4g"))
+    return tr("every query's row sums to the same {total}, not 1: p_attn is a softmax over the keys, with nothing "
+              "applied after it.", total=format(total, ".4g"))
 
 
 @pytest.mark.points(3)

@@ -14,6 +14,13 @@ VARIANTS = (
         edits=(('masked_fill(mask == 0, float("-inf"))', "masked_fill(mask == 0, 0.0)"),),
     ),
     EditedVersion(
+        name="scaled_after_the_softmax",
+        why="Divides the weights by sqrt(d_k) after the softmax instead of the scores before it (a student's second "
+            "try in a trial): every row sums to 1/sqrt(d_k), and the softmax's dim is right.",
+        edits=(("    p_attn = scores.softmax(dim=-1)  # (..., L_q, L_k), each row sums to 1\n",
+                "    p_attn = (query @ key.transpose(-2, -1)).softmax(dim=-1) / math.sqrt(d_k)\n"),),
+    ),
+    EditedVersion(
         name="dropout_on_the_scores",
         why="Applies dropout to the scores before the softmax instead of to the weights after it.",
         edits=(
