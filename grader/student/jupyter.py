@@ -117,6 +117,9 @@ def _run_check(arguments: list[str], *, submission: str | os.PathLike[str] | Non
     from grader.intake.submission import SubmissionInputError, load
     from grader.view.render import render
 
+    # `--submission=X` is `--submission X` (as the command line reads it): the notebook graded is then X, not this one.
+    arguments = [part for argument in arguments for part in (
+        argument.split("=", 1) if argument.startswith("--submission=") else [argument])]
     with tempfile.TemporaryDirectory(prefix="grader-cell-") as folder:
         shown, chosen = arguments, None
         if "--submission" not in arguments:

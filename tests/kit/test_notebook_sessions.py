@@ -177,6 +177,21 @@ def test_colab_says_its_notebook_is_in_drive_and_how_to_name_it(monkeypatch):
     assert "%grader check attention --submission '/content/drive/MyDrive/Colab Notebooks/01-attention.ipynb'" in line
 
 
+def test_a_submission_named_with_an_equals_sign_is_the_one_graded(monkeypatch, tmp_path: Path):
+    """`%grader check attention --submission=lab.ipynb` grades lab.ipynb, as `--submission lab.ipynb` does: not
+    "cannot tell which notebook", nor this notebook added after it (the last --submission wins)."""
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
+    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=type("ZMQInteractiveShell", (), {})))
+    monkeypatch.setattr(jupyter, "this_notebook", lambda namespace: tmp_path / "this.ipynb")
+    ran: list[list[str]] = []
+    monkeypatch.setattr(jupyter, "_run", lambda arguments, show=True: (ran.append(arguments), (2, "stopped"))[1])
+    lab = tmp_path / "lab.ipynb"
+    with pytest.raises(jupyter.CheckError, match="stopped"):
+        jupyter.grader_magic(f"check attention --submission={lab}", {})
+    assert ran and ran[0][:4] == ["check", "attention", "--submission", str(lab)], ran
+    assert ran[0].count("--submission") == 1, ran
+
+
 class _Server(BaseHTTPRequestHandler):
     """A local server that answers `api/sessions` with `answer`: a sessions list, garbage, or nothing in time."""
 
