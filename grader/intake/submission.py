@@ -170,6 +170,9 @@ def _from_folder(path: Path) -> Submission:
                 except OSError as error:
                     raise SubmissionInputError(tr("{name} in {folder} cannot be read ({error})", name=name,
                                                   folder=path.name, error=error.strerror)) from None
+    if top != path:
+        notes += _not_graded([name for name in SUBMISSION_FILES if (path / name).is_file()], ".",
+                             top.relative_to(path).as_posix())
     loaded = Submission(path.name, files, tuple(notes), folder=str(top),
                         sources={name: ((top.relative_to(path) / name).as_posix(),) for name in files})
     if not loaded.open:
@@ -216,6 +219,9 @@ def _from_zip(path: Path) -> Submission:
                                 limit=MAX_FILE_BYTES))
                 continue
             files[filename] = _read_entry(archive, entry, path.name)[:MAX_FILE_BYTES]
+        for shallower in sorted({name.parent for name in by_path if len(name.parent.parts) < len(folder.parts)}):
+            notes += _not_graded([name for name in SUBMISSION_FILES if shallower / name in by_path],
+                                 shallower.as_posix(), folder.as_posix())
         loaded = Submission(path.stem, files, tuple(notes), folder=str(folder), archive=str(path),
                             sources={name: ((folder / name).as_posix(),) for name in files})
         if not loaded.open:
@@ -224,6 +230,16 @@ def _from_zip(path: Path) -> Submission:
                      if name.suffix.lower() == ".ipynb" and not any(part.startswith((".", "__")) for part in name.parts)
                      and entry.file_size <= notebook.MAX_NOTEBOOK_BYTES]
     return _with_notebooks(loaded, notebooks)
+
+
+def _not_graded(names: list[str], where: str, graded: str) -> list[str]:
+    """The note for exercise files found above the folder graded (`where`, "." for the top), which a student may
+    have meant: an old full copy in a subfolder is graded over newer work at the top, and says so here."""
+    if not names:
+        return []
+    return [tr("{names} at {where} not graded: the folder {graded} holds more exercise files and is the one graded "
+               "(move or delete the copy you do not mean)", names=", ".join(names),
+               where=tr("the top") if where == "." else where, graded=graded)]
 
 
 def _read_entry(archive: zipfile.ZipFile, entry: zipfile.ZipInfo, zip_name: str) -> bytes:

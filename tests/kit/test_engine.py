@@ -632,6 +632,10 @@ def test_a_folder_and_its_zip_are_graded_from_the_same_files(tmp_path):
         for path in sorted(folder.rglob("*.py")):
             zipped.write(path, str(path.relative_to(tmp_path)))
     assert load(folder).files == load(archive).files and load(folder).files["attention.py"] == b"# attention.py\n"
+    # The student may have meant the one at the top (newer work beside an old full copy): each says it was left out.
+    assert any(note.startswith("attention.py at the top not graded: the folder sub ") for note in load(folder).notes)
+    assert any(note.startswith("attention.py at student not graded: the folder student/sub ")
+               for note in load(archive).notes), load(archive).notes
     (folder / "exercises").mkdir()
     for name in SUBMISSION_FILES:
         (folder / "exercises" / name).write_text("# chosen\n")
