@@ -8,7 +8,6 @@ import io
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from grader.batch.failing import LIMITS, HardTest, excerpt, first_line, hardest_tests, most_common
 from grader.batch.jobs import ReportJSON, Result, Status
@@ -230,12 +229,6 @@ def _limit_hit(result: Result) -> LimitHit | None:
         return LimitHit(result.id, sorted(hits), first, CSV_STATUS[result.ended]) if hits else None
     reason = (result.report.get("warnings") or [""])[0]
     return LimitHit(result.id, [LIMIT_KIND[result.ended]], reason, CSV_STATUS[result.ended])
-
-
-def _tests(report: ReportJSON) -> list[dict[str, Any]]:
-    """The tests a graded report ran (a skipped test did not)."""
-    return [test for exercise in report.get("exercises", []) for test in exercise.get("tests", [])
-            if test.get("outcome") != "skipped"]
 
 
 def _exercise_score(report: ReportJSON, exercise_id: str) -> float:

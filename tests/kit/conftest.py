@@ -380,6 +380,18 @@ class WarmGrader:
         shutil.rmtree(self._stage, ignore_errors=True)
 
 
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """torch on one thread for the test, as in the grader's worker (for tests that compute in this process; a module
+    asks for it with `pytestmark = pytest.mark.usefixtures("one_thread")`)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def warm_grader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WarmGrader]:
     grader = WarmGrader(tmp_path_factory.mktemp("warm"))

@@ -22,12 +22,7 @@ from grader.judge import diagnosis, variants
 EXERCISES = sorted(diagnosis.SCENARIOS)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_every_exercise_has_a_catalogue_and_every_mistake_a_short_diagnosis():

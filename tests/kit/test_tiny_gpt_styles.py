@@ -27,20 +27,12 @@ REPO = Path(__file__).resolve().parents[2]
 CAPSTONE_MISTAKES = ("no_causal_mask",)
 
 # Slow by nature: each style trained until it learns (about 30 s of one core in all, the tied head half of it).
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
 
 @pytest.fixture(scope="module")
 def settings():
     return hidden_suite("tiny_gpt")
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _reference() -> Variant:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import itertools
 
 import pytest
-import torch
 
 from grader.judge import diagnosis, variants
 from grader.judge.diagnosis.compare import ObservedMistake
@@ -26,12 +25,7 @@ EXERCISES = sorted(diagnosis.SCENARIOS)
 GOAL = 0.9  # of the independent pairs, the share in which both mistakes are named
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _seen(known: diagnosis.KnownFacets, facets: diagnosis.Facets) -> tuple[frozenset[str], frozenset[str]]:
