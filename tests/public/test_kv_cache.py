@@ -227,3 +227,28 @@ def test_dropout_acts_in_training_mode_only(impl, device, seed):
     out, _ = call(plain, x, None, what="CachedSelfAttention(x) in training mode, built without dropout")
     assert_close(out, decode(x, weights, [6])[0].float(), atol=1e-5, name="the output in training mode of a module "
                  "built without a dropout argument", hint="ModelArgs' dropout is 0.0 by default: nothing is dropped.")
+
+
+@pytest.mark.hint_after("test_one_call_on_the_whole_sequence_is_causal_attention_with_rope")
+@pytest.mark.points(1)
+def test_dropout_drops_the_attention_weights_and_the_output_of_wo(impl, device, seed):
+    module, weights = build(impl, device, dropout=0.5, seed=seed)
+    module.train()
+    x = torch.randn(4, 8, DIM, device=device)
+    out, _ = call(module, x, None, what="CachedSelfAttention(x) in training mode")
+    zeros = float((out == 0).double().mean())
+    assert 0.3 < zeros < 0.7, (
+        tr("in training mode with dropout=0.5, {share} of the outputs are exactly 0, expected about half: the output "
+           "of wo is dropped.", share=format(zeros, ".0%"))
+        + hint_suffix(tr("return self.resid_dropout(self.wo(out)): resid_dropout acts on what wo gives, after it."))
+    )
+    impl.probes.swap(module, {"resid_dropout": impl.probes.FixedMask(torch.ones(()))})  # the output kept whole
+    got, _ = call(module, x, None, what="CachedSelfAttention(x) in training mode")
+    want = decode(x, weights, [8])[0]
+    gap = float((got.double().cpu() - want).abs().max())
+    assert gap > tolerance(decode(x, weights, [8], dtype=torch.float32)[0], want), (
+        tr("with dropout=0.5 in training mode and resid_dropout replaced by the identity, the output is the one "
+           "without dropout: the attention weights are not dropped.")
+        + hint_suffix(tr("p_attn = self.attn_dropout(scores.softmax(dim=-1)), then p_attn @ v: attn_dropout acts on "
+                         "the attention weights."))
+    )
