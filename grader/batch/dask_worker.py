@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from grader import lang
+from grader import sources
 from grader.batch.jobs import Isolation, Job, Outcome, Status
 from grader.grade.selection import Selection, select
 from grader.kit import VERSION, kit_root
@@ -35,18 +35,15 @@ STARTED = "attention-kit-started"  # the Dask event a grading task logs as it st
 
 
 def fingerprint(selection: Selection) -> str:
-    """What a worker's kit must match: what decides a grade or a word of feedback. The kit's version and torch's;
-    the grader, the solutions and their catalogue, the suites this batch runs, the files staged beside every
-    submission, and the translations. Not the release's translated stubs, so that a checkout and the autograder
-    bundle built from it (which leaves them out) grade together."""
+    """What a worker's kit must match: what decides a grade or a word of feedback. The kit's version and torch's,
+    the suites this batch runs, and the kit's sources (`grader.sources`: the grader, the solutions and their
+    catalogue, the translations, the files staged beside every submission; not the release's translated stubs, so
+    that a checkout and the autograder bundle built from it grade together)."""
     digest = hashlib.sha256(f"{VERSION}|{_torch()}|{selection.suite}|{','.join(selection.exercises)}".encode())
     root = kit_root()
-    kit = [path for folder in ("grader", "solutions") for path in (root / folder).rglob("*.py")
-           if "locale" not in path.relative_to(root).parts]
-    kit += [path for folder in lang.DOMAINS.values() for path in (root / folder).glob("*/LC_MESSAGES/*.po")]
-    kit += [root / "exercises" / name for name in ("__init__.py", "config.py")]
-    for path in sorted(selection.files) + sorted(set(kit)):
+    for path in sorted(selection.files):
         digest.update(str(path.relative_to(root)).encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    digest.update(sources.digest(root).encode())
     return digest.hexdigest()
 
 

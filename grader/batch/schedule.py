@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from grader import lang
+from grader import lang, sources
 from grader.batch import class_report, records
 from grader.batch.jobs import RESERVED_IDS, Entry, Job, Result, Status
 from grader.batch.plan import GradeAll, Plan
@@ -27,7 +27,7 @@ from grader.batch.summary import summarise, write_grades_csv
 from grader.grade.selection import Selection
 from grader.host.scratch import remove_stale_stages
 from grader.intake.submission import SubmissionInputError, load
-from grader.kit import VERSION, kit_root
+from grader.kit import VERSION
 from grader.lang import N_, plural
 from grader.text import id_of, skeleton
 
@@ -80,10 +80,10 @@ def key(entry: Entry, selection: Selection, salt: str = "") -> str:
             digest.update(entry.path.read_bytes() if entry.path.is_file() else b"unreadable")
         except OSError:
             digest.update(b"unreadable")
-    # The grader's code and the solutions and catalogue it judges by: a change to any of them regrades.
-    kit = [path for folder in ("grader", "solutions") for path in sorted((kit_root() / folder).rglob("*.py"))]
-    for path in sorted(selection.files) + kit:
+    # The suites run, and the kit's code, catalogs and staged files (`sources`): a change to any of them regrades.
+    for path in sorted(selection.files):
         digest.update(hashlib.sha256(path.read_bytes()).digest())
+    digest.update(sources.digest().encode())
     return digest.hexdigest()
 
 

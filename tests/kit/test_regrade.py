@@ -76,3 +76,26 @@ def test_the_seed_follows_the_code_not_its_comments_or_layout():
     assert seeds.grading_seed({"attention.py": code.replace(b"2", b"3")}) != seed
     assert seeds.grading_seed({"attention.py": code}, salt="s") != seed
     assert seeds.grading_seed({"attention.py": b"def f(:\n"}) != seeds.grading_seed({"attention.py": b"def f(: \n"})
+
+
+def test_a_report_kept_follows_every_file_of_the_kit_that_decides_it(tmp_path):
+    """What a batch's stored reports, a Dask worker's kit and the stored facets follow (`grader.sources`): the code,
+    every message catalog (a rerun in Chinese after a translation changed writes the new words) and the files staged
+    beside each submission; not a release's translated stubs, which its autograder bundle leaves out."""
+    from grader import sources
+
+    decisive = ["grader/a.py", "solutions/mistakes/b.py", "grader/locale/zh/LC_MESSAGES/grader.po",
+                "tests/public/locale/zh/LC_MESSAGES/public.po", "tests/hidden/locale/zh/LC_MESSAGES/hidden.po",
+                "solutions/mistakes/locale/zh/LC_MESSAGES/mistakes.po", "exercises/config.py"]
+    stub = "grader/locale/zh/exercises/attention.py"
+    for name in [*decisive, stub]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("before\n")
+    assert [path.relative_to(tmp_path).as_posix() for path in sources.files(tmp_path)] == sorted(decisive)
+    before = sources.digest(tmp_path)
+    (tmp_path / stub).write_text("after\n")
+    assert sources.digest(tmp_path) == before
+    for name in decisive:
+        (tmp_path / name).write_text("after\n")
+        assert sources.digest(tmp_path) != before, name
+        (tmp_path / name).write_text("before\n")

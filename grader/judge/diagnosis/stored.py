@@ -4,7 +4,7 @@ batch read what the first of them computed (the Decoder's and the Transformer's 
 
 Kept in the user's cache folder (platformdirs: `~/.cache/attention-kit/facets` on Linux), readable by this user
 alone, and written by the trusted side only, whole or not at all. A file is named by a digest of everything the facets
-follow: the kit's sources (grader/ and solutions/, the catalogue among them), torch's version, the machine and the
+follow: the kit's sources (`grader.sources`: its code, the catalogue and the translations among them), torch's version, the machine and the
 device; a file that is missing, does not read or does not hold what its name promises is computed again, never
 trusted in part. The tensors go in a safetensors file and the rest in its JSON metadata: plain data, never a pickle.
 """
@@ -26,8 +26,9 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from grader import sources
 from grader.judge.diagnosis.observe import FacetValue, Raised
-from grader.kit import VERSION, kit_root
+from grader.kit import VERSION
 
 FORMAT = 1  # of the files below; a change makes every file of another format a miss
 
@@ -40,11 +41,9 @@ def folder() -> Path:
 @cache
 def _digest(device: str) -> str:
     """What the facets of this kit follow: its sources, torch, the machine and the device."""
-    digest = hashlib.sha256(f"{FORMAT}\0{VERSION}\0{torch.__version__}\0{platform.machine()}\0{device}".encode())
-    root = kit_root()
-    for path in sorted([*(root / "grader").rglob("*.py"), *(root / "solutions").rglob("*.py")]):
-        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()[:32]
+    kit = sources.digest()
+    return hashlib.sha256(f"{FORMAT}\0{VERSION}\0{torch.__version__}\0{platform.machine()}\0{device}\0{kit}".encode()
+                          ).hexdigest()[:32]
 
 
 def _path(exercise: str, device: str) -> Path:
