@@ -16,6 +16,7 @@ from grader.testing import (
     cached_logits,
     describe,
     expect_tensor,
+    hint_on_crash,
     hint_suffix,
     induction_batch,
     predictable,
@@ -62,6 +63,35 @@ def test_cached_decoding_equals_one_call_at_random_lengths(impl, device, seed, n
            "cache: the logits at position {t} of {length} differ from one call on the whole sequence by {gap} "
            "(float64).", n_heads=n_heads, n_kv_heads=n_kv_heads, n_layers=n_layers, t=int(bad[0]) if len(bad) else 0,
            length=length, gap=format(float(gap.max()), ".3g"))
+        + hint_suffix(tr(CACHE_HINT))
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("max_seq_len", [12, None], ids=["max_seq_len 12", "the default, 128"])
+def test_a_sequence_of_exactly_max_seq_len_is_accepted(impl, device, seed, max_seq_len):
+    sizes = {} if max_seq_len is None else {"dim": 32, "max_seq_len": max_seq_len}
+    length = max_seq_len or 128
+    m = impl.tiny_gpt.TinyGPT(VOCAB, **sizes).to(device).double().eval()
+    idx = torch.randint(0, VOCAB, (1 if max_seq_len is None else 2, length), device=device)
+    hint = N_("a TinyGPT built with max_seq_len holds max_seq_len positions, 0 .. max_seq_len - 1: refuse only "
+              "T_past + T > max_seq_len.")
+    with hint_on_crash(hint):
+        want, _ = run(m, idx)
+        if max_seq_len is None:
+            return  # one call on the default's 128 positions is the check; the cache is checked at 12
+        got, cache = run(m, idx[:, :5])
+        steps = [got]
+        for t in range(5, length):
+            logits, cache = run(m, idx[:, t:t + 1], cache)
+            steps.append(logits)
+    gap = (torch.cat(steps, dim=1) - want).abs().amax(dim=(0, 2))
+    bad = torch.nonzero(gap > 1e-5)
+    assert len(bad) == 0, (
+        tr("TinyGPT(max_seq_len={max_seq_len}) fed a prompt of 5 then one token per call up to {length} tokens: the "
+           "logits at position {t} differ from one call on the whole sequence by {gap} (float64).",
+           max_seq_len=max_seq_len, length=length, t=int(bad[0]) if len(bad) else 0,
+           gap=format(float(gap.max()), ".3g"))
         + hint_suffix(tr(CACHE_HINT))
     )
 
