@@ -14,9 +14,10 @@ from grader.judge.claims import FROZEN, gradient_hint, only_match, zero_lines
 REPO = Path(__file__).resolve().parents[2]
 CATALOGS = ("tests/public/locale/zh/LC_MESSAGES/public.po", "tests/hidden/locale/zh/LC_MESSAGES/hidden.po",
             "grader/locale/zh/LC_MESSAGES/grader.po")
-# How a claim about a cause reads: "It matches the output when ...", "that is post-norm", "your X are scaled ...".
+# How a claim about a cause reads: "It matches the output when ...", "that is post-norm", "your X are scaled ...",
+# "every query's row sums to the same ...".
 CLAIMING = re.compile(r"matches the output|looks like|equals what|that is [\w-]+-norm|frozen (?:row|column)|"
-                      r"sum to 1 over|your \w+ (?:is|are) (?:not|scaled)")
+                      r"sum to 1 over|your \w+ (?:is|are) (?:not|scaled)|are the softmax over|sums to the same")
 SCATTERED = "look for a .detach(), torch.no_grad() or an in-place edit."
 
 
