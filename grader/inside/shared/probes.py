@@ -107,18 +107,18 @@ def on_another_device(fn: object, *args: object) -> str:
     """Call `fn` with its tensors on a device of their own, the shapes only: why it mixed devices, or ''.
 
     Each `{"shape": [...], "dtype": "float32"}` argument becomes a fake tensor on the "meta" device
-    (torch's FakeTensorMode: shapes, dtypes and devices, no data), a tuple or list of them a tuple of such
-    tensors (a cache of keys and values), each module (`fn` too) is moved there; the rest pass as they are.
-    Code that makes a tensor without the input's device (`torch.ones(T, T)` with no `device=`) then mixes
-    the CPU with another device, as it would with CUDA inputs, and says so here on a machine without a GPU.
-    Anything else fake tensors cannot run (a `.item()`, an output whose shape depends on the data) is no
-    verdict: '' (the suites' other tests judge it).
+    (torch's FakeTensorMode: shapes, dtypes and devices, no data), each module (`fn` too) is moved there; the
+    rest pass as they are. Code that makes a tensor without the input's device (`torch.ones(T, T)`
+    with no `device=`) then mixes the CPU with another device, as it would with CUDA inputs, and
+    says so here on a machine without a GPU. Anything else fake tensors cannot run (a `.item()`, an
+    output whose shape depends on the data) is no verdict: '' (the suites' other tests judge it).
     """
     from torch._subclasses.fake_tensor import FakeTensorDeviceMismatchError, FakeTensorMode
 
     fn, *moved = [arg.to("meta") if isinstance(arg, nn.Module) else arg for arg in (fn, *args)]
     with FakeTensorMode(allow_non_fake_inputs=True):
-        real = [_fake(arg) for arg in moved]
+        real = [torch.empty(arg["shape"], dtype=getattr(torch, arg["dtype"]), device="meta")
+                if isinstance(arg, dict) and "shape" in arg else arg for arg in moved]
         try:
             out = fn(*real)  # type: ignore[operator]
         except FakeTensorDeviceMismatchError as mixed:
@@ -132,12 +132,3 @@ def on_another_device(fn: object, *args: object) -> str:
             return f"it returned a tensor on {value.device} for inputs on another device"
     return ""
 
-
-def _fake(arg: object) -> object:
-    """A shape dict as an empty tensor on "meta" (inside FakeTensorMode, a fake one), a tuple or list of them as a
-    tuple of such tensors; anything else as it is."""
-    if isinstance(arg, dict) and "shape" in arg:
-        return torch.empty(arg["shape"], dtype=getattr(torch, arg["dtype"]), device="meta")
-    if isinstance(arg, (tuple, list)) and arg and all(isinstance(a, dict) and "shape" in a for a in arg):
-        return tuple(_fake(a) for a in arg)
-    return arg
