@@ -37,7 +37,8 @@ SANDBOX_PACKAGES = {"torch", "safetensors", "seccomp", "pyseccomp", "landlock"}
 # the notebook's face (`grader.check`), which no module imports. docs/architecture.md#layers says why each is where.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("inside",),  # the sandbox side: imports only itself (test_the_sandbox_side_imports_only_what_the_sandbox_offers)
-    ("kit", "settings", "lang", "sources", "text", "curriculum", "markers", "extract"),  # what every layer says and knows
+    # what every layer says and knows
+    ("kit", "settings", "lang", "sources", "text", "curriculum", "markers", "extract"),
     ("intake",),
     ("host",),
     ("judge", "testing"),

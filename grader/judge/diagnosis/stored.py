@@ -3,10 +3,11 @@ catalogue's scenarios once per kit, not once per process: a student's checks, `g
 batch read what the first of them computed (the Decoder's and the Transformer's take seconds each).
 
 Kept in the user's cache folder (platformdirs: `~/.cache/attention-kit/facets` on Linux), readable by this user
-alone, and written by the trusted side only, whole or not at all. A file is named by a digest of everything the facets
-follow: the kit's sources (`grader.sources`: its code, the catalogue and the translations among them), torch's version, the machine and the
-device; a file that is missing, does not read or does not hold what its name promises is computed again, never
-trusted in part. The tensors go in a safetensors file and the rest in its JSON metadata: plain data, never a pickle.
+alone, and written by the trusted side only, whole or not at all. A file is named by a digest of everything the
+facets follow: the kit's sources (`grader.sources`: its code, the catalogue and the translations among them),
+torch's version, the machine and the device; a file that is missing, does not read or does not hold what its name
+promises is computed again, never trusted in part. The tensors go in a safetensors file and the rest in its JSON
+metadata: plain data, never a pickle.
 """
 
 from __future__ import annotations
