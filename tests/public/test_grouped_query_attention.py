@@ -238,6 +238,34 @@ def test_dropout_acts_in_training_mode_only(impl, device, seed):
         "to the attention weights and self.resid_dropout to the output of wo.")
 
 
+@pytest.mark.hint_after("test_matches_grouped_attention_by_hand")
+@pytest.mark.points(1)
+def test_dropout_drops_the_attention_weights_and_the_output_of_wo(impl, device, seed):
+    m = gqa(impl, device, n_kv_heads=2, dropout=0.5)
+    weights = draw_weights(2, device)
+    load_weights(m, weights)
+    m.train()
+    x = torch.randn(4, 8, DIM, device=device)
+    out = attend(m, x)
+    zeros = float((out == 0).double().mean())
+    assert 0.3 < zeros < 0.7, (
+        tr("in training mode with dropout=0.5, {share} of the outputs are exactly 0, expected about half: the output "
+           "of wo is dropped.", share=format(zeros, ".0%"))
+        + hint_suffix(tr("return self.resid_dropout(self.wo(out)): resid_dropout acts on what wo gives, after it."))
+    )
+    # What resid_dropout kept is twice wo's output: twice the output without dropout only where no attention weight
+    # was dropped. Read from the outputs alone, here: no kit code in the worker is asked.
+    want = grouped_by_hand(weights, x, N_HEADS, 2)
+    kept = (out != 0).cpu()
+    gap = float((out.double().cpu()[kept] - 2 * want.cpu()[kept]).abs().max())
+    assert gap > 2 * tolerance(grouped_by_hand(weights, x, N_HEADS, 2, dtype=torch.float32), want), (
+        tr("with dropout=0.5 in training mode, every output that resid_dropout kept is twice the output without "
+           "dropout: the attention weights are not dropped.")
+        + hint_suffix(tr("p_attn = self.attn_dropout(scores.softmax(dim=-1)), then p_attn @ v: attn_dropout acts on "
+                         "the attention weights."))
+    )
+
+
 # --- the KV cache's size -------------------------------------------------------------------------
 
 
