@@ -62,19 +62,22 @@ TABLES = {
     "head_dim 64, 4096 positions": (64, 4096, 10000.0),
     "head_dim 32, base 500000 (llama 3)": (32, 256, 500000.0),
     "head_dim 2, one pair": (2, 9, 10000.0),
+    "the default base, 10000": (16, 64, None),  # called without base
 }
 
 
 @pytest.mark.points(2)
 @pytest.mark.parametrize(("head_dim", "max_seq_len", "base"), TABLES.values(), ids=TABLES.keys())
 def test_tables_match_the_angles_at_every_position(impl, head_dim, max_seq_len, base):
+    given = () if base is None else (base,)
+    base = base or 10000.0
     with hint_on_crash(FORMULA):
-        cos, sin = expect_tuple(impl.rope.rope_tables(head_dim, max_seq_len, base), 2, name="rope_tables()")
+        cos, sin = expect_tuple(impl.rope.rope_tables(head_dim, max_seq_len, *given), 2, name="rope_tables()")
     golden = angles64(head_dim, torch.arange(max_seq_len), base)
     tol = per_position_tolerance(head_dim, max_seq_len, base)
     for index, (table, want) in enumerate(((cos, golden.cos()), (sin, golden.sin()))):
         table = expect_tensor(table, name="rope_tables()").detach().cpu()
-        name = f"rope_tables({head_dim}, {max_seq_len}, {base})[{index}]"
+        name = f"rope_tables({', '.join(map(str, (head_dim, max_seq_len, *given)))})[{index}]"
         if tuple(table.shape) != tuple(want.shape) or table.dtype != torch.float32:
             assert_close(table, want.float(), atol=1.0, name=name)
         error = (table.double() - want).abs().amax(dim=-1)
@@ -83,7 +86,8 @@ def test_tables_match_the_angles_at_every_position(impl, head_dim, max_seq_len, 
             p = int(off.nonzero()[0])
             assert_close(table[p], want[p], atol=float(tol[p]), name=f"{name}[{p}]", check_dtype=False,
                          hint=tr("{off} of {count} positions are off, the first is position {p}.", off=int(off.sum()),
-                                 count=max_seq_len, p=p) + " " + tr(FORMULA))
+                                 count=max_seq_len, p=p) + " " + tr(FORMULA)
+                         + ("" if given else " " + tr("Called without base, rope_tables takes base = 10000.0.")))
 
 
 def random_case(generator: torch.Generator, max_seq_len: int):
