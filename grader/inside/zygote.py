@@ -19,6 +19,7 @@ halfway cannot leave half a message), file descriptors ride along with SCM_RIGHT
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib
 import json
 import os
@@ -151,6 +152,8 @@ class Zygote:
                 self.control.close()
                 client.close()
                 _become_worker(fds, confined=self.confined)
+                if isinstance(budget, int) and budget > 0:
+                    _live_memory_only()
                 worker = sys.modules[f"{__package__}.worker"]
                 worker.serve(fds[0], fds[1], limits=limits, threads=int(request.get("threads", 1)))
                 code = 0
@@ -198,6 +201,15 @@ class Zygote:
                 self.finished[pid] = {"signal": os.WTERMSIG(status)}
             else:
                 self.finished[pid] = {"exit": os.waitstatus_to_exitcode(status)}
+
+
+def _live_memory_only() -> None:
+    """Under a memory budget, the worker's data is what it holds: each allocation over 128 KiB gets a mapping of its
+    own, returned to the system when freed. By default glibc raises that threshold once a large block is freed, and
+    later blocks come from the heap, where one small tensor still alive pins what was freed below it: a correct loop
+    over blocks of queries (128 x T scores each) grew 12 MiB a block under RLIMIT_DATA, holding a few MiB."""
+    with contextlib.suppress(Exception):  # not glibc (musl, macOS): its allocator is what it is
+        ctypes.CDLL(None).mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD; setting it stops the threshold moving
 
 
 def _become_worker(fds: list[int], *, confined: bool) -> None:
