@@ -73,11 +73,12 @@ def row_sums_hint(q, k, p_attn, sums) -> str:
     if not (math.isfinite(total) and total > 0 and float(sums.max() - sums.min()) <= 1e-5 * total):
         return tr("softmax must run over the last dim (the keys), so that each query's row sums to 1.")
     _, expected_p = by_hand(q.double(), k.double(), k.double())  # the weights only: any values with L_k rows
-    if bool(((p_attn.double() - expected_p * total).abs() <= 1e-5 * max(1.0, total)).all()):
+    if bool(((p_attn.double() - expected_p * total).abs() <= 1e-5 * total).all()):
         return tr("every query's row sums to {total}: the weights are the softmax over the keys times {total}. "
-                  "p_attn is the softmax's output, with nothing applied after it.", total=format(total, ".4g"))
-    return tr("every query's row sums to the same {total}, not 1: p_attn is a softmax over the keys, with nothing "
-              "applied after it.", total=format(total, ".4g"))
+                  "p_attn is the softmax itself: each row divided by its own sum, and nothing applied after.",
+                  total=format(total, ".6g"))
+    return tr("every query's row sums to the same {total}, not 1: p_attn must be a softmax over the keys, each row "
+              "divided by its own sum, with nothing applied after it.", total=format(total, ".6g"))
 
 
 @pytest.mark.points(3)
