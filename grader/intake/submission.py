@@ -170,9 +170,10 @@ def _from_folder(path: Path) -> Submission:
                 except OSError as error:
                     raise SubmissionInputError(tr("{name} in {folder} cannot be read ({error})", name=name,
                                                   folder=path.name, error=error.strerror)) from None
-    if top != path:
-        notes += _not_graded([name for name in SUBMISSION_FILES if (path / name).is_file()], ".",
-                             top.relative_to(path).as_posix())
+    graded = top.relative_to(path)
+    for above in reversed(graded.parents):  # the top, then each folder between it and the one graded
+        notes += _not_graded([name for name in SUBMISSION_FILES if (path / above / name).is_file()], above.as_posix(),
+                             graded.as_posix())
     loaded = Submission(path.name, files, tuple(notes), folder=str(top),
                         sources={name: ((top.relative_to(path) / name).as_posix(),) for name in files})
     if not loaded.open:
@@ -219,9 +220,9 @@ def _from_zip(path: Path) -> Submission:
                                 limit=MAX_FILE_BYTES))
                 continue
             files[filename] = _read_entry(archive, entry, path.name)[:MAX_FILE_BYTES]
-        for shallower in sorted({name.parent for name in by_path if len(name.parent.parts) < len(folder.parts)}):
-            notes += _not_graded([name for name in SUBMISSION_FILES if shallower / name in by_path],
-                                 shallower.as_posix(), folder.as_posix())
+        for above in reversed(folder.parents):  # the zip's top, then each folder between it and the one graded
+            notes += _not_graded([name for name in SUBMISSION_FILES if above / name in by_path], above.as_posix(),
+                                 folder.as_posix())
         loaded = Submission(path.stem, files, tuple(notes), folder=str(folder), archive=str(path),
                             sources={name: ((folder / name).as_posix(),) for name in files})
         if not loaded.open:

@@ -636,6 +636,19 @@ def test_a_folder_and_its_zip_are_graded_from_the_same_files(tmp_path):
     assert any(note.startswith("attention.py at the top not graded: the folder sub ") for note in load(folder).notes)
     assert any(note.startswith("attention.py at student not graded: the folder student/sub ")
                for note in load(archive).notes), load(archive).notes
+    # A folder between the top and the one graded is read as the top is, in a folder as in its zip.
+    nested = tmp_path / "nested"
+    (nested / "a" / "b").mkdir(parents=True)
+    (nested / "a" / "attention.py").write_text("# stray\n")
+    for name in SUBMISSION_FILES:
+        (nested / "a" / "b" / name).write_text(f"# {name}\n")
+    with zipfile.ZipFile(tmp_path / "nested.zip", "w") as zipped:
+        for path in sorted(nested.rglob("*.py")):
+            zipped.write(path, str(path.relative_to(nested)))
+    for submission in (nested, tmp_path / "nested.zip"):
+        assert [note for note in load(submission).notes if "not graded" in note] == [
+            "attention.py at a not graded: the folder a/b holds more exercise files and is the one graded (move or "
+            "delete the copy you do not mean)"], load(submission).notes
     (folder / "exercises").mkdir()
     for name in SUBMISSION_FILES:
         (folder / "exercises" / name).write_text("# chosen\n")
