@@ -236,6 +236,11 @@ def test_dropout_drops_the_attention_weights_and_the_output_of_wo(impl, device, 
     module.train()
     x = torch.randn(4, 8, DIM, device=device)
     out, _ = call(module, x, None, what="CachedSelfAttention(x) in training mode")
+    assert bool(torch.isfinite(out).all()), (
+        tr("in training mode with dropout=0.5 the output holds NaN or inf.")
+        + hint_suffix(tr("dropout acts on the attention weights after the softmax, p_attn = "
+                         "self.attn_dropout(scores.softmax(dim=-1)): a dropped -inf score is 0 * -inf, NaN."))
+    )
     zeros = float((out == 0).double().mean())
     assert 0.3 < zeros < 0.7, (
         tr("in training mode with dropout=0.5, {share} of the outputs are exactly 0, expected about half: the output "
