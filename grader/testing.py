@@ -22,7 +22,12 @@ from grader.inside.shared.induction import induction_batch, predictable
 from grader.judge.branches import branch_weights, expect_branch_dropped
 from grader.judge.checks import EPS32, assert_close, float64, golden, manual_seed, random_keep_mask, tolerance
 from grader.judge.claims import gradient_hint, only_match
-from grader.judge.dropout import explained_by_weight_dropout, unexplained_by_weight_dropout, uniform_causal
+from grader.judge.dropout import (
+    expect_weights_and_output_dropped,
+    explained_by_weight_dropout,
+    unexplained_by_weight_dropout,
+    uniform_causal,
+)
 from grader.judge.expect import expect_tensor, expect_tuple, hint_on_crash, hint_suffix
 from grader.judge.measures import Gradients, OpCount, backward, count_ops, fresh_worker
 from grader.judge.rates import expect_dropout
@@ -53,6 +58,7 @@ __all__ = [
     "expect_structure",
     "expect_tensor",
     "expect_tuple",
+    "expect_weights_and_output_dropped",
     "explained_by_weight_dropout",
     "float64",
     "fresh_worker",

@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from grader.judge.checks import tolerance
+from grader.judge.expect import hint_suffix
 from grader.lang import tr
 
 
@@ -86,3 +88,30 @@ def unexplained_by_weight_dropout(
                   "where dropout with p = {p} drops some in about {expected}", dropped=dropped, cases=B * T_q * groups,
                   p=p, expected=format(expected, ".0f"))
     return None
+
+
+def expect_weights_and_output_dropped(out: torch.Tensor, want: torch.Tensor, near: torch.Tensor) -> None:
+    """An attention module's train-mode output at dropout 0.5 (`out`), judged against its output without dropout in
+    float64 (`want`) and in float32 (`near`, for the tolerance): finite; about half of it exactly 0 (the dropout on
+    wo's output, `resid_dropout`); and what that dropout kept not all twice `want` (the attention weights dropped
+    too, `attn_dropout`). Read from the outputs alone, here: no kit code in the worker is asked."""
+    assert bool(torch.isfinite(out).all()), (
+        tr("in training mode with dropout=0.5 the output holds NaN or inf.")
+        + hint_suffix(tr("dropout acts on the attention weights after the softmax, p_attn = "
+                         "self.attn_dropout(scores.softmax(dim=-1)): a dropped -inf score is 0 * -inf, NaN."))
+    )
+    zeros = float((out == 0).double().mean())
+    assert 0.3 < zeros < 0.7, (
+        tr("in training mode with dropout=0.5, {share} of the outputs are exactly 0, expected about half: the output "
+           "of wo is dropped.", share=format(zeros, ".0%"))
+        + hint_suffix(tr("return self.resid_dropout(self.wo(out)): resid_dropout acts on what wo gives, after it."))
+    )
+    # What resid_dropout kept is twice wo's output: twice the output without dropout only where no weight was dropped.
+    kept = (out != 0).cpu()
+    gap = float((out.double().cpu()[kept] - 2 * want.cpu()[kept]).abs().max())
+    assert gap > 2 * tolerance(near, want), (
+        tr("with dropout=0.5 in training mode, every output that resid_dropout kept is twice the output without "
+           "dropout: the attention weights are not dropped.")
+        + hint_suffix(tr("p_attn = self.attn_dropout(scores.softmax(dim=-1)), then p_attn @ v: attn_dropout acts on "
+                         "the attention weights."))
+    )

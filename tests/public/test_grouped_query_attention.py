@@ -17,6 +17,7 @@ from grader.testing import (
     assert_close,
     describe,
     expect_tensor,
+    expect_weights_and_output_dropped,
     hint_suffix,
     load_parameters,
     tolerance,
@@ -247,28 +248,8 @@ def test_dropout_drops_the_attention_weights_and_the_output_of_wo(impl, device, 
     m.train()
     x = torch.randn(4, 8, DIM, device=device)
     out = attend(m, x)
-    assert bool(torch.isfinite(out).all()), (
-        tr("in training mode with dropout=0.5 the output holds NaN or inf.")
-        + hint_suffix(tr("dropout acts on the attention weights after the softmax, p_attn = "
-                         "self.attn_dropout(scores.softmax(dim=-1)): a dropped -inf score is 0 * -inf, NaN."))
-    )
-    zeros = float((out == 0).double().mean())
-    assert 0.3 < zeros < 0.7, (
-        tr("in training mode with dropout=0.5, {share} of the outputs are exactly 0, expected about half: the output "
-           "of wo is dropped.", share=format(zeros, ".0%"))
-        + hint_suffix(tr("return self.resid_dropout(self.wo(out)): resid_dropout acts on what wo gives, after it."))
-    )
-    # What resid_dropout kept is twice wo's output: twice the output without dropout only where no attention weight
-    # was dropped. Read from the outputs alone, here: no kit code in the worker is asked.
-    want = grouped_by_hand(weights, x, N_HEADS, 2)
-    kept = (out != 0).cpu()
-    gap = float((out.double().cpu()[kept] - 2 * want.cpu()[kept]).abs().max())
-    assert gap > 2 * tolerance(grouped_by_hand(weights, x, N_HEADS, 2, dtype=torch.float32), want), (
-        tr("with dropout=0.5 in training mode, every output that resid_dropout kept is twice the output without "
-           "dropout: the attention weights are not dropped.")
-        + hint_suffix(tr("p_attn = self.attn_dropout(scores.softmax(dim=-1)), then p_attn @ v: attn_dropout acts on "
-                         "the attention weights."))
-    )
+    expect_weights_and_output_dropped(out, grouped_by_hand(weights, x, N_HEADS, 2),
+                                      grouped_by_hand(weights, x, N_HEADS, 2, dtype=torch.float32))
 
 
 # --- the KV cache's size -------------------------------------------------------------------------
