@@ -240,7 +240,8 @@ def _not_graded(names: list[str], where: str, graded: str) -> list[str]:
         return []
     return [tr("{names} at {where} not graded: the folder {graded} holds more exercise files and is the one graded "
                "(move or delete the copy you do not mean)", names=", ".join(names),
-               where=tr("the top") if where == "." else where, graded=graded)]
+               where=tr("the top") if where == "." else clean(where, newlines=False),
+               graded=clean(graded, newlines=False))]  # folder names are the submission's text: one line each
 
 
 def _read_entry(archive: zipfile.ZipFile, entry: zipfile.ZipInfo, zip_name: str) -> bytes:

@@ -649,6 +649,13 @@ def test_a_folder_and_its_zip_are_graded_from_the_same_files(tmp_path):
         assert [note for note in load(submission).notes if "not graded" in note] == [
             "attention.py at a not graded: the folder a/b holds more exercise files and is the one graded (move or "
             "delete the copy you do not mean)"], load(submission).notes
+    # Folder names are the submission's text: a line break in one cannot start a line of the grader's own.
+    with zipfile.ZipFile(tmp_path / "forged.zip", "w") as zipped:
+        zipped.writestr("a\n✔ 100/100/attention.py", "# stray\n")
+        for name in SUBMISSION_FILES:
+            zipped.writestr(f"a\n✔ 100/100/b/{name}", f"# {name}\n")
+    notes = [note for note in load(tmp_path / "forged.zip").notes if "not graded" in note]
+    assert len(notes) == 1 and "\n" not in notes[0] and "a\\n✔ 100/100" in notes[0], notes
     (folder / "exercises").mkdir()
     for name in SUBMISSION_FILES:
         (folder / "exercises" / name).write_text("# chosen\n")
